@@ -1,0 +1,52 @@
+// Element access through a TensorView: offsets and strides in elements, any dtype, unaligned data.
+// Every read goes through memcpy, so unaligned views (e.g. tensors inside a safetensors file) are safe.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "hanpu/tensor.h"
+
+namespace hanpu {
+
+// out[i] = view[off + i * stride] for i < n, converted to R (float or double).
+template <typename R>
+inline void load_elems(const TensorView& v, int64_t off, int64_t stride, int64_t n, R* out) {
+  const unsigned char* base = static_cast<const unsigned char*>(v.data);
+  const int64_t es = static_cast<int64_t>(dtype_size(v.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    const unsigned char* p = base + (off + i * stride) * es;
+    switch (v.dtype) {
+      case DType::kF64: { double x; std::memcpy(&x, p, 8); out[i] = static_cast<R>(x); break; }
+      case DType::kF32: { float x; std::memcpy(&x, p, 4); out[i] = static_cast<R>(x); break; }
+      case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = static_cast<R>(f16_bits_to_f32(h)); break; }
+      case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = static_cast<R>(bf16_bits_to_f32(h)); break; }
+      case DType::kI64: { int64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<R>(x); break; }
+    }
+  }
+}
+
+// view[off + i * stride] = in[i] for i < n, rounded to the view's dtype (round to nearest even).
+template <typename R>
+inline void store_elems(const TensorView& v, int64_t off, int64_t stride, int64_t n, const R* in) {
+  unsigned char* base = static_cast<unsigned char*>(v.data);
+  const int64_t es = static_cast<int64_t>(dtype_size(v.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    unsigned char* p = base + (off + i * stride) * es;
+    switch (v.dtype) {
+      case DType::kF64: { double x = static_cast<double>(in[i]); std::memcpy(p, &x, 8); break; }
+      case DType::kF32: { float x = static_cast<float>(in[i]); std::memcpy(p, &x, 4); break; }
+      case DType::kF16: { uint16_t h = f32_to_f16_bits(static_cast<float>(in[i])); std::memcpy(p, &h, 2); break; }
+      case DType::kBF16: { uint16_t h = f32_to_bf16_bits(static_cast<float>(in[i])); std::memcpy(p, &h, 2); break; }
+      case DType::kI64: { int64_t x = static_cast<int64_t>(in[i]); std::memcpy(p, &x, 8); break; }
+    }
+  }
+}
+
+inline int64_t load_i64(const TensorView& v, int64_t off) {
+  int64_t x;
+  std::memcpy(&x, static_cast<const unsigned char*>(v.data) + off * 8, 8);
+  return x;
+}
+
+}  // namespace hanpu

@@ -1,0 +1,31 @@
+// Vector building blocks of the chunkwise form: gate cumsums, decay masks, and KDA's per-channel decayed
+// intra-chunk scores. Gate cumsums are kept in double: a fp32 cumsum absorbs small gates next to large
+// ones (a -1000 entry leaves later gates with ~6e-5 absolute error), and the decay factors below are
+// differences of cumsums. Every exponent formed here is G_i - G_j with i >= j, or G_n - G_j around a
+// reference row n with j <= n, so it is <= 0 whenever the gates are <= 0: a gate of -1000 underflows
+// to 0 and never produces inf or NaN.
+#pragma once
+
+#include <cstdint>
+
+namespace hanpu {
+
+// G[i * w + d] = sum_{s <= i} g[s * w + d] for i < L, d < w (chunk-local inclusive cumsum).
+void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
+
+// Scalar gates (GDN): X_ij <- X_ij * exp(G_i - G_j) * rowscale_i for j < i (or j <= i with
+// include_diag), and 0 above. rowscale may be null (1). X is L x L with leading dimension ldx.
+void decay_mask_scalar(int64_t L, const double* G, const float* rowscale, bool include_diag, float* X,
+                       int64_t ldx);
+
+// Per-channel gates (KDA), G is L x K:
+//   A_ij = beta_i * sum_d k_id k_jd exp(G_id - G_jd)   for i > j, 0 otherwise
+//   P_ij =          sum_d q_id k_jd exp(G_id - G_jd)   for i >= j, 0 otherwise
+// Rows are processed in sub-blocks of kIntraBlock. Columns left of a sub-block starting at row n use
+// the split exp(G_id - G_jd) = exp(G_id - G_nd) * exp(G_nd - G_jd) (both factors <= 1) so they are GEMM
+// tiles; pairs inside the sub-block are summed exactly. scratch holds (L + 2 * kIntraBlock) * K floats.
+inline constexpr int64_t kIntraBlock = 16;
+void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
+                      float* A, float* P, int64_t ld, float* scratch);
+
+}  // namespace hanpu

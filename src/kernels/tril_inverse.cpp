@@ -1,0 +1,46 @@
+#include "kernels/tril_inverse.h"
+
+#include <algorithm>
+
+#include "kernels/gemm.h"
+
+namespace hanpu {
+
+namespace {
+
+// Forward substitution on the diagonal block [r0, r1).
+void invert_diagonal_block(int64_t r0, int64_t r1, const float* A, int64_t lda, float* T, int64_t ldt) {
+  for (int64_t i = r0; i < r1; ++i) {
+    float* ti = T + i * ldt;
+    const float* ai = A + i * lda;
+    for (int64_t j = r0; j < i; ++j) {
+      float acc = ai[j];
+      for (int64_t r = j + 1; r < i; ++r) acc += ai[r] * T[r * ldt + j];
+      ti[j] = -acc;
+    }
+    ti[i] = 1.0f;
+  }
+}
+
+}  // namespace
+
+void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt) {
+  for (int64_t i = 0; i < n; ++i) std::fill(T + i * ldt, T + i * ldt + n, 0.0f);
+  const int64_t nb = (n + kTrilBlock - 1) / kTrilBlock;
+  float X[kTrilBlock * kTrilBlock];
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const int64_t i0 = bi * kTrilBlock, i1 = std::min(n, i0 + kTrilBlock), mi = i1 - i0;
+    invert_diagonal_block(i0, i1, A, lda, T, ldt);
+    for (int64_t bj = bi - 1; bj >= 0; --bj) {
+      const int64_t j0 = bj * kTrilBlock, mj = kTrilBlock;  // blocks left of the diagonal are full
+      // X = A[i0:i1, j0:i0] * T[j0:i0, j0:j0+mj]   (T is lower triangular, so rows j0..i0 cover R = J..I-1)
+      gemm_f32(Trans::kN, Trans::kN, mi, mj, i0 - j0, 1.0f, A + i0 * lda + j0, lda, T + j0 * ldt + j0, ldt, 0.0f, X,
+               kTrilBlock);
+      // T[I, J] = -T[I, I] * X
+      gemm_f32(Trans::kN, Trans::kN, mi, mj, mi, -1.0f, T + i0 * ldt + i0, ldt, X, kTrilBlock, 0.0f,
+               T + i0 * ldt + j0, ldt);
+    }
+  }
+}
+
+}  // namespace hanpu

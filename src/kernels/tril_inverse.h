@@ -1,0 +1,18 @@
+// Inverse of a unit lower-triangular matrix: T = (I + A)^-1 for strictly lower-triangular A (n x n).
+// Only the strictly lower part of A is read. T is written whole (upper part 0, diagonal 1).
+//
+// Blocked as in FLA's solve_tril: 16 x 16 diagonal blocks by forward substitution,
+//   T_ij = -A_ij - sum_{j<r<i} A_ir T_rj,
+// then off-diagonal blocks row-block by row-block with GEMM tiles,
+//   T_IJ = -T_II * sum_{J<=R<I} A_IR T_RJ.
+#pragma once
+
+#include <cstdint>
+
+namespace hanpu {
+
+inline constexpr int64_t kTrilBlock = 16;
+
+void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt);
+
+}  // namespace hanpu

@@ -1,0 +1,41 @@
+// Scalar gate, beta and norm functions of the operator contract (DESIGN.md §1), for float and double.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace hanpu {
+
+// softplus(x) = log(1 + e^x), the identity above 20 as in FLA's kernels.
+template <typename R>
+inline R softplus(R x) {
+  return x > R(20) ? x : std::log1p(std::exp(x));
+}
+
+template <typename R>
+inline R sigmoid(R x) {
+  return R(1) / (R(1) + std::exp(-x));
+}
+
+// In-kernel gate: -exp(A_log) * softplus(a + dt_bias).
+template <typename R>
+inline R gate_softplus(R a, R a_log, R dt_bias) {
+  return -std::exp(a_log) * softplus(a + dt_bias);
+}
+
+// KDA lower-bound gate: lower_bound * sigmoid(exp(A_log) * (a + dt_bias)); without A_log the factor is 1.
+template <typename R>
+inline R gate_lower_bound(R a, R lower_bound, R exp_a_log, R dt_bias) {
+  return lower_bound * sigmoid(exp_a_log * (a + dt_bias));
+}
+
+// x <- x * rsqrt(sum x^2 + 1e-6), the l2norm of use_qk_l2norm_in_kernel. The sum accumulates in double.
+template <typename R>
+inline void l2norm_inplace(R* x, int64_t n) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const R r = static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
+  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+}  // namespace hanpu

@@ -1,0 +1,46 @@
+// Problem: a validated operator call. Every entry point (reference, chunk, recurrent, slots) validates its
+// arguments here first, so all of them reject the same bad inputs with the same messages.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hanpu/ops.h"
+
+namespace hanpu {
+
+enum class Mode { kReference, kChunk, kRecurrent, kSlots };
+
+// One sequence: tokens [begin, begin + len) of batch row `batch`.
+struct Sequence {
+  int64_t batch = 0, begin = 0, len = 0;
+};
+
+struct Problem {
+  Kind kind = Kind::kGdn;
+  int64_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0, N = 0;
+  int64_t group = 1;  // HV / H: value head hv reads q/k head hv / group
+  double scale = 1.0;
+  std::vector<Sequence> seqs;
+  Inputs in;
+  Options opt;
+
+  int64_t qk_head(int64_t hv) const { return hv / group; }
+  // Number of gate values per (token, value head): 1 for GDN, K for KDA.
+  int64_t gate_width() const { return kind == Kind::kKda ? K : 1; }
+};
+
+// Checks the inputs and options for `mode` and fills `p`. Messages name the argument and give the
+// expected and actual values, e.g. "v.shape[2] (HV) = 3 must be a multiple of q.shape[2] (H) = 2".
+Status validate_problem(const Inputs& in, const Options& opt, Mode mode, Problem* p);
+
+// Checks o (and final_state when present) against a validated problem.
+Status validate_outputs(const Problem& p, const Outputs& out, Mode mode);
+
+// Checks a state tensor (initial_state, final_state or a slot pool) of `rows` leading entries.
+Status validate_state(const Problem& p, const TensorView& s, const char* name, int64_t rows, bool rows_fixed);
+
+// Shape string "[a, b, c]".
+std::string shape_str(const std::vector<int64_t>& s);
+
+}  // namespace hanpu

@@ -1,0 +1,115 @@
+// Token rows of a validated problem, with the in-kernel preprocessing applied: l2norm of q and k, the
+// scale folded into q, in-kernel gates and beta. R is double for the reference and float for the fp32
+// paths; both read the same (possibly rounded half-precision) input values.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "core/strided.h"
+#include "ops/gates.h"
+#include "ops/problem.h"
+
+namespace hanpu {
+
+template <typename R>
+class RowLoader {
+ public:
+  explicit RowLoader(const Problem& p) : p_(p) {
+    const Inputs& in = p.in;
+    if (p.opt.use_gate_in_kernel) {
+      if (in.A_log) {
+        a_log_.resize(p.HV);
+        load_elems<R>(*in.A_log, 0, in.A_log->stride(0), p.HV, a_log_.data());
+      }
+      const int64_t nb = p.HV * p.gate_width();
+      dt_bias_.assign(nb, R(0));
+      if (in.dt_bias) load_elems<R>(*in.dt_bias, 0, in.dt_bias->stride(0), nb, dt_bias_.data());
+    }
+  }
+
+  // out[0..K) = scale * q[b, t, h] (after the optional l2norm).
+  void q(int64_t b, int64_t t, int64_t h, R* out) const {
+    load_row(p_.in.q, b, t, h, p_.K, out);
+    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(out, p_.K);
+    const R s = static_cast<R>(p_.scale);
+    for (int64_t d = 0; d < p_.K; ++d) out[d] *= s;
+  }
+
+  void k(int64_t b, int64_t t, int64_t h, R* out) const {
+    load_row(p_.in.k, b, t, h, p_.K, out);
+    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(out, p_.K);
+  }
+
+  void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
+
+  R beta(int64_t b, int64_t t, int64_t hv) const {
+    const TensorView& x = p_.in.beta;
+    R raw = 0;
+    load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + hv * x.stride(2), 1, 1, &raw);
+    if (!p_.opt.use_beta_sigmoid_in_kernel) return raw;
+    const R s = sigmoid(raw);
+    return p_.opt.allow_neg_eigval ? R(2) * s : s;
+  }
+
+  // out[0..gate_width) = the log decay of token t for value head hv.
+  void gate(int64_t b, int64_t t, int64_t hv, R* out) const {
+    const TensorView& x = p_.in.g;
+    const int64_t w = p_.gate_width();
+    if (p_.kind == Kind::kGdn) {
+      load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + hv * x.stride(2), 1, 1, out);
+    } else {
+      load_row(x, b, t, hv, w, out);
+    }
+    if (!p_.opt.use_gate_in_kernel) return;
+    const R* bias = dt_bias_.data() + hv * w;
+    if (p_.opt.lower_bound) {
+      const R lb = static_cast<R>(*p_.opt.lower_bound);
+      const R ea = a_log_.empty() ? R(1) : std::exp(a_log_[hv]);
+      for (int64_t d = 0; d < w; ++d) out[d] = gate_lower_bound(out[d], lb, ea, bias[d]);
+    } else {
+      for (int64_t d = 0; d < w; ++d) out[d] = gate_softplus(out[d], a_log_[hv], bias[d]);
+    }
+  }
+
+ private:
+  static void load_row(const TensorView& x, int64_t b, int64_t t, int64_t h, int64_t n, R* out) {
+    load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + h * x.stride(2), x.stride(3), n, out);
+  }
+
+  const Problem& p_;
+  std::vector<R> a_log_, dt_bias_;
+};
+
+// State of sequence row n, value head hv, as a k-first [K, V] matrix (either stored layout).
+template <typename R>
+inline void load_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, R* out) {
+  const int64_t base = n * s.stride(0) + hv * s.stride(1);
+  for (int64_t d = 0; d < p.K; ++d) {
+    if (p.opt.state_v_first) {
+      load_elems<R>(s, base + d * s.stride(3), s.stride(2), p.V, out + d * p.V);
+    } else {
+      load_elems<R>(s, base + d * s.stride(2), s.stride(3), p.V, out + d * p.V);
+    }
+  }
+}
+
+template <typename R>
+inline void store_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, const R* in) {
+  const int64_t base = n * s.stride(0) + hv * s.stride(1);
+  for (int64_t d = 0; d < p.K; ++d) {
+    if (p.opt.state_v_first) {
+      store_elems<R>(s, base + d * s.stride(3), s.stride(2), p.V, in + d * p.V);
+    } else {
+      store_elems<R>(s, base + d * s.stride(2), s.stride(3), p.V, in + d * p.V);
+    }
+  }
+}
+
+// o[b, t, hv, 0..V) = row.
+template <typename R>
+inline void store_o_row(const TensorView& o, int64_t b, int64_t t, int64_t hv, int64_t V, const R* row) {
+  store_elems<R>(o, b * o.stride(0) + t * o.stride(1) + hv * o.stride(2), o.stride(3), V, row);
+}
+
+}  // namespace hanpu

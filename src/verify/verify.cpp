@@ -1,0 +1,246 @@
+#include "verify/verify.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ops/named_inputs.h"
+
+namespace hanpu {
+
+double nmse(const std::vector<double>& y, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) return INFINITY;
+    const double e = y[i] - ref[i];
+    num += e * e;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<double> rounded(const std::vector<double>& x, DType dt) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = round_to_dtype(x[i], dt);
+  return out;
+}
+
+struct PathOutput {
+  Tensor o, state;
+};
+
+Status run_path(Status (*fn)(const Inputs&, const Options&, const Outputs&), const Inputs& in, const Options& opt,
+                DType o_dtype, DType s_dtype, const Tensor& o_like, const std::vector<int64_t>& s_shape,
+                PathOutput* out) {
+  out->o = Tensor(o_dtype, o_like.shape);
+  out->state = Tensor(s_dtype, s_shape);
+  return fn(in, opt, Outputs{out->o.view(), out->state.view()});
+}
+
+}  // namespace
+
+InstanceResult run_instance(const Instance& inst) {
+  const auto t0 = std::chrono::steady_clock::now();
+  InstanceResult res;
+  res.index = inst.index;
+  res.scenario = inst.scenario;
+  res.kind = kind_name(inst.kind);
+  res.dtype = dtype_name(inst.dtype);
+  res.shape = inst.describe();
+  Inputs in;
+  Status st = bind_inputs(inst.tensors, &in);
+  const Tensor& q = *inst.tensors.find("q");
+  const Tensor& v = *inst.tensors.find("v");
+  const int64_t N = in.cu_seqlens ? in.cu_seqlens->shape[0] - 1 : q.shape[0];
+  const int64_t K = q.shape[3], V = v.shape[3], HV = v.shape[2];
+  const std::vector<int64_t> s_shape =
+      inst.opt.state_v_first ? std::vector<int64_t>{N, HV, V, K} : std::vector<int64_t>{N, HV, K, V};
+  const Tensor o_like(DType::kF64, {q.shape[0], q.shape[1], HV, V});
+  PathOutput ref, chunk, rec;
+  if (st.ok()) st = run_path(reference_forward, in, inst.opt, DType::kF64, DType::kF64, o_like, s_shape, &ref);
+  if (st.ok()) st = run_path(chunk_forward, in, inst.opt, inst.dtype, DType::kF32, o_like, s_shape, &chunk);
+  if (st.ok()) st = run_path(recurrent_forward, in, inst.opt, inst.dtype, DType::kF32, o_like, s_shape, &rec);
+  if (!st.ok()) {
+    res.error = st.ToString();
+    res.chunk_o = res.chunk_s = res.rec_o = res.rec_s = res.cvr_o = res.cvr_s = INFINITY;
+    res.seconds = seconds_since(t0);
+    return res;
+  }
+  const std::vector<double> o_ref = to_doubles(ref.o.view()), s_ref = to_doubles(ref.state.view());
+  const std::vector<double> o_c = to_doubles(chunk.o.view()), s_c = to_doubles(chunk.state.view());
+  const std::vector<double> o_r = to_doubles(rec.o.view()), s_r = to_doubles(rec.state.view());
+  res.chunk_o = nmse(o_c, o_ref);
+  res.chunk_s = nmse(s_c, s_ref);
+  res.rec_o = nmse(o_r, o_ref);
+  res.rec_s = nmse(s_r, s_ref);
+  res.cvr_o = nmse(o_c, o_r);
+  res.cvr_s = nmse(s_c, s_r);
+  // Bars: fp32 inputs 1e-10 (1e-8 with -1000 gates); half inputs twice the NMSE of the reference rounded to
+  // the output dtype, plus the same absolute term. The state is always fp32.
+  const double base = inst.extreme_gates && inst.kind == Kind::kKda ? 1e-8 : 1e-10;
+  res.bar_o = inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(o_ref, inst.dtype), o_ref) + base;
+  res.bar_s = inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(s_ref, DType::kF32), s_ref) + base;
+  res.passed = res.chunk_o <= res.bar_o && res.rec_o <= res.bar_o && res.cvr_o <= res.bar_o &&
+               res.chunk_s <= res.bar_s && res.rec_s <= res.bar_s && res.cvr_s <= res.bar_s;
+  res.seconds = seconds_since(t0);
+  return res;
+}
+
+VerifyReport run_verify(const VerifyConfig& cfg,
+                        const std::function<void(const InstanceResult&, int done)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  VerifyReport rep;
+  rep.results.resize(std::max(cfg.instances, 0));
+  int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min(threads, cfg.instances));
+  // Long instances first so the tail of the run is not one long instance on one thread.
+  std::vector<int> order(rep.results.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const std::vector<std::string>& sc = verify_scenarios();
+  std::stable_partition(order.begin(), order.end(), [&](int i) { return sc[i % sc.size()] == "long"; });
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  int done = 0;
+  auto worker = [&] {
+    for (std::size_t j; (j = next.fetch_add(1)) < order.size();) {
+      const int i = order[j];
+      InstanceResult r = run_instance(make_instance(cfg.seed, i));
+      std::lock_guard<std::mutex> lock(mu);
+      rep.results[i] = r;
+      ++done;
+      if (progress) progress(rep.results[i], done);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  for (const auto& r : rep.results) rep.failures += r.passed ? 0 : 1;
+  rep.seconds = seconds_since(t0);
+  return rep;
+}
+
+namespace {
+
+struct Group {
+  std::string kind, dtype, scenario;
+  std::vector<const InstanceResult*> members;
+};
+
+std::vector<Group> group_results(const VerifyReport& rep) {
+  std::map<std::string, Group> groups;
+  for (const auto& r : rep.results) {
+    Group& g = groups[r.kind + "/" + r.dtype + "/" + r.scenario];
+    g.kind = r.kind;
+    g.dtype = r.dtype;
+    g.scenario = r.scenario;
+    g.members.push_back(&r);
+  }
+  std::vector<Group> out;
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  return out;
+}
+
+struct Stat {
+  double max = 0, median = 0;
+};
+
+Stat stat_of(const Group& g, double InstanceResult::*field) {
+  std::vector<double> v;
+  for (const auto* r : g.members) v.push_back(r->*field);
+  std::sort(v.begin(), v.end());
+  Stat s;
+  if (v.empty()) return s;
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return s;
+}
+
+int failures_of(const Group& g) {
+  int f = 0;
+  for (const auto* r : g.members) f += r->passed ? 0 : 1;
+  return f;
+}
+
+// Worst ratio of a measured NMSE to its bar over the group (<= 1 passes).
+double worst_ratio(const Group& g) {
+  double w = 0;
+  for (const auto* r : g.members) {
+    const double o = std::max({r->chunk_o, r->rec_o, r->cvr_o}) / r->bar_o;
+    const double s = std::max({r->chunk_s, r->rec_s, r->cvr_s}) / r->bar_s;
+    w = std::max({w, o, s});
+  }
+  return w;
+}
+
+}  // namespace
+
+std::string format_table(const VerifyReport& rep) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3s | %-19s | %-19s | %-9s %-9s | %-8s %s\n", "kind", "dtype",
+                "scenario", "n", "chunk o max / med", "chunk S max / med", "rec o max", "rec S max", "worst/bar",
+                "fail");
+  out += line;
+  out += std::string(118, '-') + "\n";
+  for (const Group& g : group_results(rep)) {
+    const Stat co = stat_of(g, &InstanceResult::chunk_o), cs = stat_of(g, &InstanceResult::chunk_s);
+    const Stat ro = stat_of(g, &InstanceResult::rec_o), rs = stat_of(g, &InstanceResult::rec_s);
+    std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3zu | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %8.2e %d\n",
+                  g.kind.c_str(), g.dtype.c_str(), g.scenario.c_str(), g.members.size(), co.max, co.median, cs.max,
+                  cs.median, ro.max, rs.max, worst_ratio(g), failures_of(g));
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%zu instances, %d failed, %.1f s\n", rep.results.size(), rep.failures, rep.seconds);
+  out += line;
+  return out;
+}
+
+std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg) {
+  using nlohmann::json;
+  // JSON has no infinity: non-finite NMSE values are written as null.
+  auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
+  json j;
+  j["seed"] = cfg.seed;
+  j["instances"] = rep.results.size();
+  j["failures"] = rep.failures;
+  j["seconds"] = rep.seconds;
+  j["groups"] = json::array();
+  for (const Group& g : group_results(rep)) {
+    json jg = {{"kind", g.kind}, {"dtype", g.dtype}, {"scenario", g.scenario}, {"n", g.members.size()},
+               {"failures", failures_of(g)}, {"worst_ratio_to_bar", num(worst_ratio(g))}};
+    const std::pair<const char*, double InstanceResult::*> fields[] = {
+        {"chunk_o", &InstanceResult::chunk_o}, {"chunk_state", &InstanceResult::chunk_s},
+        {"recurrent_o", &InstanceResult::rec_o}, {"recurrent_state", &InstanceResult::rec_s},
+        {"chunk_vs_recurrent_o", &InstanceResult::cvr_o}, {"chunk_vs_recurrent_state", &InstanceResult::cvr_s}};
+    for (const auto& [name, field] : fields) {
+      const Stat s = stat_of(g, field);
+      jg[name] = {{"max", num(s.max)}, {"median", num(s.median)}};
+    }
+    j["groups"].push_back(jg);
+  }
+  j["results"] = json::array();
+  for (const auto& r : rep.results) {
+    j["results"].push_back({{"index", r.index}, {"kind", r.kind}, {"dtype", r.dtype}, {"scenario", r.scenario},
+                            {"shape", r.shape}, {"passed", r.passed}, {"error", r.error},
+                            {"nmse", {{"chunk_o", num(r.chunk_o)}, {"chunk_state", num(r.chunk_s)},
+                                      {"recurrent_o", num(r.rec_o)}, {"recurrent_state", num(r.rec_s)},
+                                      {"chunk_vs_recurrent_o", num(r.cvr_o)},
+                                      {"chunk_vs_recurrent_state", num(r.cvr_s)}}},
+                            {"bar_o", r.bar_o}, {"bar_state", r.bar_s}, {"seconds", r.seconds}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace hanpu

@@ -1,0 +1,53 @@
+// `hanpu verify`: random instances over the whole operator contract, each run through the fp64
+// reference, the chunkwise prefill and the recurrent path, with NMSE against the accuracy bars.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "verify/instances.h"
+
+namespace hanpu {
+
+// NMSE = sum (y - ref)^2 / sum ref^2; +inf when y has a non-finite entry; the plain sum of squares when
+// ref is all zero.
+double nmse(const std::vector<double>& y, const std::vector<double>& ref);
+
+struct InstanceResult {
+  int index = 0;
+  std::string scenario, kind, dtype, shape;
+  // NMSE of chunk vs reference, recurrent vs reference, chunk vs recurrent: for o and final state.
+  double chunk_o = 0, chunk_s = 0, rec_o = 0, rec_s = 0, cvr_o = 0, cvr_s = 0;
+  double bar_o = 0, bar_s = 0;  // pass if every o value <= bar_o and every state value <= bar_s
+  double seconds = 0;
+  bool passed = false;
+  std::string error;  // a Status message when a path rejected the instance (a failure)
+};
+
+// Runs one instance through all three paths.
+InstanceResult run_instance(const Instance& inst);
+
+struct VerifyConfig {
+  int instances = 360;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: hardware concurrency
+};
+
+struct VerifyReport {
+  std::vector<InstanceResult> results;
+  int failures = 0;
+  double seconds = 0;
+};
+
+// Runs instances 0..n-1 of the seed on a few worker threads; `progress` (may be empty) is called once
+// per finished instance, from one thread at a time.
+VerifyReport run_verify(const VerifyConfig& cfg, const std::function<void(const InstanceResult&, int done)>& progress);
+
+// Human-readable table grouped by kind / dtype / scenario (max and median NMSE per column).
+std::string format_table(const VerifyReport& rep);
+// The same groups plus every instance, as JSON text.
+std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg);
+
+}  // namespace hanpu

@@ -1,0 +1,60 @@
+// hanpu verify [--instances N] [--seed S] [--json FILE] [--threads N]
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "commands.h"
+#include "verify/verify.h"
+
+namespace hanpu::cli {
+
+namespace {
+
+struct VerifyArgs {
+  VerifyConfig cfg;
+  std::string json_path;
+  bool quiet = false;
+};
+
+int run(const VerifyArgs& a) {
+  std::fprintf(stderr, "hanpu verify: %d instances, seed %llu\n", a.cfg.instances,
+               static_cast<unsigned long long>(a.cfg.seed));
+  const VerifyReport rep = run_verify(a.cfg, [&](const InstanceResult& r, int done) {
+    if (a.quiet && r.passed) return;
+    std::fprintf(stderr, "[%4d/%d] %-4s %s %-4s %-17s %-60s %.2fs%s%s\n", done, a.cfg.instances,
+                 r.passed ? "ok" : "FAIL", r.kind.c_str(), r.dtype.c_str(), r.scenario.c_str(), r.shape.c_str(),
+                 r.seconds, r.error.empty() ? "" : "  ", r.error.c_str());
+  });
+  std::fputs(format_table(rep).c_str(), stdout);
+  if (!a.json_path.empty()) {
+    std::ofstream f(a.json_path);
+    f << format_json(rep, a.cfg);
+    if (!f) {
+      std::fprintf(stderr, "hanpu verify: cannot write '%s'\n", a.json_path.c_str());
+      return 2;
+    }
+  }
+  for (const auto& r : rep.results) {
+    if (!r.passed) {
+      std::fprintf(stderr, "FAILED #%d %s %s %s %s: chunk o %.3e S %.3e, recurrent o %.3e S %.3e (bars %.3e, %.3e) %s\n",
+                   r.index, r.kind.c_str(), r.dtype.c_str(), r.scenario.c_str(), r.shape.c_str(), r.chunk_o,
+                   r.chunk_s, r.rec_o, r.rec_s, r.bar_o, r.bar_s, r.error.c_str());
+    }
+  }
+  return rep.failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Runner add_verify_command(CLI::App& app) {
+  auto a = std::make_shared<VerifyArgs>();
+  app.add_option("--instances", a->cfg.instances, "Number of random instances (default 360)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--seed", a->cfg.seed, "Random seed (default 1)");
+  app.add_option("--threads", a->cfg.threads, "Worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--json", a->json_path, "Also write the report as JSON to FILE");
+  app.add_flag("--quiet", a->quiet, "Print progress lines for failures only");
+  return [a] { return run(*a); };
+}
+
+}  // namespace hanpu::cli

@@ -1,0 +1,15 @@
+// Subcommands of the `hanpu` command-line tool. Each registers its options on a CLI11 subcommand and
+// returns a runner giving the process exit code: 0 success, 1 verification failure, 2 bad input.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace hanpu::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_run_command(CLI::App& app);
+Runner add_verify_command(CLI::App& app);
+
+}  // namespace hanpu::cli

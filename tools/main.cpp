@@ -1,0 +1,27 @@
+// hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep).
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "hanpu/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hanpu " HANPU_VERSION ": delta-rule linear attention (GDN, KDA) on matrix + vector hardware"};
+  app.set_version_flag("--version", HANPU_VERSION);
+  app.require_subcommand(1);
+  std::map<CLI::App*, hanpu::cli::Runner> runners;
+  CLI::App* run = app.add_subcommand("run", "Run GDN or KDA on tensors from a safetensors file");
+  runners[run] = hanpu::cli::add_run_command(*run);
+  CLI::App* verify = app.add_subcommand("verify", "Check chunk and recurrent paths against the fp64 reference");
+  runners[verify] = hanpu::cli::add_verify_command(*verify);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;  // --help and --version succeed; every usage error is "bad input"
+  }
+  for (auto& [sub, runner] : runners) {
+    if (sub->parsed()) return runner();
+  }
+  return 2;
+}
