@@ -101,9 +101,9 @@ Instance make_instance(uint64_t seed, int index) {
   int64_t K = r.pick(dims), V = r.pick(dims);
   std::vector<int64_t> lengths;
   if (is_long) {
-    lengths = {r.pick<int64_t>({4096, 4097, 4160, 4500})};
-    K = r.pick<int64_t>({32, 48, 64, 100});
-    V = r.pick<int64_t>({32, 48, 64});
+    lengths = {r.pick<int64_t>({4096, 4097, 4160, 5000})};
+    K = r.pick<int64_t>({48, 64, 100, 128});
+    V = r.pick<int64_t>({48, 64, 128});
     H = 1;
   } else if (varlen) {
     const int64_t n = r.range(2, 5);
@@ -115,7 +115,7 @@ Instance make_instance(uint64_t seed, int index) {
   }
   int64_t total = 0;
   for (int64_t l : lengths) total += l;
-  const double budget = is_long ? 3.5e7 : 2.0e6;
+  const double budget = is_long ? 7e7 : 8e6;
   while (static_cast<double>(total) * H * group * K * V > budget) {
     if (K >= V && K > 16) K = K * 2 / 3;
     else if (V > 16) V = V * 2 / 3;

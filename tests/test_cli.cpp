@@ -1,0 +1,112 @@
+// The `hanpu` command line end to end: a small file through `hanpu run`, exit codes, `hanpu verify`.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+namespace hanpu {
+namespace {
+
+int run_cli(const std::string& args, std::string* output = nullptr) {
+  const std::string log = ::testing::TempDir() + "cli_output.txt";
+  const std::string cmd = std::string(HANPU_CLI_PATH) + " " + args + " > " + log + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (output) {
+    std::ifstream f(log);
+    output->assign(std::istreambuf_iterator<char>(f), {});
+  }
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string temp(const std::string& name) { return ::testing::TempDir() + name; }
+
+TEST(Cli, RunWritesWhatTheLibraryComputes) {
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    TensorFile f = testing::small_problem(kind, DType::kBF16, 1, 40, 1, 2, 16, 8, 8);
+    std::mt19937_64 rng(2);
+    f.tensors["initial_state"] = testing::random_tensor(DType::kF32, {1, 2, 8, 16}, rng);  // v-first
+    f.tensors["cu_seqlens"] = testing::tensor_of(DType::kI64, {3}, {0, 17, 40});
+    std::vector<double> cu_init = to_doubles(f.find("initial_state")->view());
+    cu_init.resize(2 * 2 * 8 * 16);  // two sequences
+    f.tensors["initial_state"] = testing::tensor_of(DType::kF32, {2, 2, 8, 16}, cu_init);
+    const std::string in = temp("cli_in.safetensors"), out = temp("cli_out.safetensors");
+    ASSERT_TRUE(write_safetensors(in, f).ok());
+    for (std::string mode : {"chunk", "recurrent"}) {
+      std::string log;
+      const int rc = run_cli(std::string("run --kind ") + kind_name(kind) + " --in " + in + " --out " + out +
+                                 " --mode " + mode + " --chunk-size 16 --state-v-first --output-final-state --scale 0.3",
+                             &log);
+      ASSERT_EQ(rc, 0) << log;
+      TensorFile got;
+      ASSERT_TRUE(read_safetensors(out, &got).ok());
+      Inputs inputs;
+      ASSERT_TRUE(bind_inputs(f, &inputs).ok());
+      Options opt;
+      opt.kind = kind;
+      opt.chunk_size = 16;
+      opt.state_v_first = true;
+      opt.scale = 0.3;
+      testing::Result want;
+      ASSERT_TRUE(testing::run_op(mode == "chunk" ? chunk_forward : recurrent_forward, inputs, opt, DType::kBF16,
+                                  DType::kF32, &want)
+                      .ok());
+      ASSERT_NE(got.find("o"), nullptr);
+      ASSERT_NE(got.find("final_state"), nullptr);
+      EXPECT_EQ(got.find("o")->dtype, DType::kBF16);  // o in the dtype of q
+      EXPECT_EQ(got.find("o")->bytes, want.o.bytes);
+      EXPECT_EQ(got.find("final_state")->shape, (std::vector<int64_t>{2, 2, 8, 16}));
+      EXPECT_EQ(got.find("final_state")->bytes, want.state.bytes);
+      EXPECT_EQ(got.metadata.at("mode"), mode);
+    }
+  }
+}
+
+TEST(Cli, BadInputExitsWithCode2AndAMessage) {
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
+  const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");
+  ASSERT_TRUE(write_safetensors(in, f).ok());
+  std::string log;
+  EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out " + out + " --chunk-size 48", &log), 2);
+  EXPECT_NE(log.find("chunk_size must be 16, 32 or 64, got 48"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("run --kind kda --in " + in + " --out " + out, &log), 2);
+  EXPECT_NE(log.find("g must have rank 4"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("run --kind gdn --in /nonexistent.safetensors --out " + out, &log), 2);
+  EXPECT_NE(log.find("cannot open '/nonexistent.safetensors'"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("run --kind xyz --in " + in + " --out " + out, &log), 2);
+  EXPECT_EQ(run_cli("run --kind gdn --out " + out, &log), 2);
+  f.tensors.erase("beta");
+  ASSERT_TRUE(write_safetensors(in, f).ok());
+  EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out " + out, &log), 2);
+  EXPECT_NE(log.find("missing tensor 'beta'"), std::string::npos) << log;
+  {
+    std::ofstream bad(in, std::ios::binary | std::ios::trunc);
+    const char header_length_16[8] = {16, 0, 0, 0, 0, 0, 0, 0};
+    bad.write(header_length_16, 8);
+    bad << "{\"x\":";  // 5 of the 16 announced header bytes
+  }
+  EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out " + out, &log), 2);
+  EXPECT_NE(log.find("runs past the end of the file"), std::string::npos) << log;
+}
+
+TEST(Cli, VerifyPrintsATableAndWritesJson) {
+  const std::string json_path = temp("verify.json");
+  std::string log;
+  ASSERT_EQ(run_cli("verify --instances 24 --seed 5 --threads 2 --json " + json_path, &log), 0) << log;
+  EXPECT_NE(log.find("24 instances, 0 failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("[  24/24]"), std::string::npos) << log;  // progress lines
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["instances"], 24);
+  EXPECT_EQ(j["failures"], 0);
+  EXPECT_EQ(j["results"].size(), 24u);
+  EXPECT_EQ(j["groups"].size(), 24u);  // 12 scenarios x 2 kinds of the first dtype
+  EXPECT_TRUE(j["results"][0]["nmse"]["chunk_o"].is_number());
+  EXPECT_EQ(run_cli("verify --instances 0", &log), 2);
+}
+
+}  // namespace
+}  // namespace hanpu
