@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages hanpu builds with, when any is missing. Safe to run repeatedly.
 set -euo pipefail
-packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libcli11-dev)
+packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libcli11-dev libhwy-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

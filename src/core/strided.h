@@ -14,15 +14,23 @@ template <typename R>
 inline void load_elems(const TensorView& v, int64_t off, int64_t stride, int64_t n, R* out) {
   const unsigned char* base = static_cast<const unsigned char*>(v.data);
   const int64_t es = static_cast<int64_t>(dtype_size(v.dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    const unsigned char* p = base + (off + i * stride) * es;
-    switch (v.dtype) {
-      case DType::kF64: { double x; std::memcpy(&x, p, 8); out[i] = static_cast<R>(x); break; }
-      case DType::kF32: { float x; std::memcpy(&x, p, 4); out[i] = static_cast<R>(x); break; }
-      case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = static_cast<R>(f16_bits_to_f32(h)); break; }
-      case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = static_cast<R>(bf16_bits_to_f32(h)); break; }
-      case DType::kI64: { int64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<R>(x); break; }
-    }
+  auto each = [&](auto convert) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(convert(base + (off + i * stride) * es));
+  };
+  switch (v.dtype) {
+    case DType::kF64: each([](const unsigned char* p) { double x; std::memcpy(&x, p, 8); return x; }); break;
+    case DType::kF32:
+      if constexpr (sizeof(R) == 4) {
+        if (stride == 1) {  // the common contiguous case: one copy
+          std::memcpy(out, base + off * 4, static_cast<std::size_t>(n) * 4);
+          break;
+        }
+      }
+      each([](const unsigned char* p) { float x; std::memcpy(&x, p, 4); return x; });
+      break;
+    case DType::kF16: each([](const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return f16_bits_to_f32(h); }); break;
+    case DType::kBF16: each([](const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return bf16_bits_to_f32(h); }); break;
+    case DType::kI64: each([](const unsigned char* p) { int64_t x; std::memcpy(&x, p, 8); return x; }); break;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/gemm.h"
+#include "kernels/simd.h"
 
 namespace hanpu {
 
@@ -41,6 +42,25 @@ void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t
                T + i0 * ldt + j0, ldt);
     }
   }
+}
+
+int64_t tril_unit_inverse_simd(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt, float* scratch) {
+  for (int64_t i = 0; i < n; ++i) std::fill(T + i * ldt, T + i * ldt + n, 0.0f);
+  const int64_t nb = (n + kTrilBlock - 1) / kTrilBlock;
+  int64_t macs = 0;
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const int64_t i0 = bi * kTrilBlock, i1 = std::min(n, i0 + kTrilBlock), mi = i1 - i0;
+    invert_diagonal_block(i0, i1, A, lda, T, ldt);
+    macs += mi * mi * mi / 6;
+    if (bi == 0) continue;
+    // All blocks left of the diagonal at once: X = A[I, 0:i0] * T[0:i0, 0:i0] (T lower triangular, so
+    // column block J only gathers rows R >= J), then T[I, 0:i0] = -T[I, I] * X.
+    simd::gemm_nn(mi, i0, i0, A + i0 * lda, lda, T, ldt, false, scratch, i0);
+    for (int64_t k = 0; k < mi * i0; ++k) scratch[k] = -scratch[k];
+    simd::gemm_nn(mi, i0, mi, T + i0 * ldt + i0, ldt, scratch, i0, false, T + i0 * ldt, ldt);
+    macs += mi * i0 * i0 + mi * i0 * mi;
+  }
+  return macs;
 }
 
 }  // namespace hanpu

@@ -16,3 +16,11 @@ inline constexpr int64_t kTrilBlock = 16;
 void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt);
 
 }  // namespace hanpu
+
+namespace hanpu {
+
+// The same inverse with the off-diagonal merges on the SIMD GEMM (kernels/simd.h); scratch holds
+// kTrilBlock * n floats. Returns the multiply-adds it issued.
+int64_t tril_unit_inverse_simd(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt, float* scratch);
+
+}  // namespace hanpu

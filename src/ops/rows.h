@@ -81,35 +81,33 @@ class RowLoader {
   std::vector<R> a_log_, dt_bias_;
 };
 
-// State of sequence row n, value head hv, as a k-first [K, V] matrix (either stored layout).
+// Columns [c0, c0 + Vc) of the state of sequence row n, value head hv, as a k-first [K, Vc] matrix
+// (either stored layout).
 template <typename R>
-inline void load_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, R* out) {
+inline void load_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, R* out, int64_t c0 = 0,
+                       int64_t Vc = -1) {
+  if (Vc < 0) Vc = p.V;
   const int64_t base = n * s.stride(0) + hv * s.stride(1);
-  for (int64_t d = 0; d < p.K; ++d) {
-    if (p.opt.state_v_first) {
-      load_elems<R>(s, base + d * s.stride(3), s.stride(2), p.V, out + d * p.V);
-    } else {
-      load_elems<R>(s, base + d * s.stride(2), s.stride(3), p.V, out + d * p.V);
-    }
-  }
+  const int64_t sk = p.opt.state_v_first ? s.stride(3) : s.stride(2);  // along K
+  const int64_t sv = p.opt.state_v_first ? s.stride(2) : s.stride(3);  // along V
+  for (int64_t d = 0; d < p.K; ++d) load_elems<R>(s, base + d * sk + c0 * sv, sv, Vc, out + d * Vc);
 }
 
 template <typename R>
-inline void store_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, const R* in) {
+inline void store_state(const Problem& p, const TensorView& s, int64_t n, int64_t hv, const R* in, int64_t c0 = 0,
+                        int64_t Vc = -1) {
+  if (Vc < 0) Vc = p.V;
   const int64_t base = n * s.stride(0) + hv * s.stride(1);
-  for (int64_t d = 0; d < p.K; ++d) {
-    if (p.opt.state_v_first) {
-      store_elems<R>(s, base + d * s.stride(3), s.stride(2), p.V, in + d * p.V);
-    } else {
-      store_elems<R>(s, base + d * s.stride(2), s.stride(3), p.V, in + d * p.V);
-    }
-  }
+  const int64_t sk = p.opt.state_v_first ? s.stride(3) : s.stride(2);
+  const int64_t sv = p.opt.state_v_first ? s.stride(2) : s.stride(3);
+  for (int64_t d = 0; d < p.K; ++d) store_elems<R>(s, base + d * sk + c0 * sv, sv, Vc, in + d * Vc);
 }
 
-// o[b, t, hv, 0..V) = row.
+// o[b, t, hv, c0 .. c0 + n) = row.
 template <typename R>
-inline void store_o_row(const TensorView& o, int64_t b, int64_t t, int64_t hv, int64_t V, const R* row) {
-  store_elems<R>(o, b * o.stride(0) + t * o.stride(1) + hv * o.stride(2), o.stride(3), V, row);
+inline void store_o_row(const TensorView& o, int64_t b, int64_t t, int64_t hv, int64_t n, const R* row,
+                        int64_t c0 = 0) {
+  store_elems<R>(o, b * o.stride(0) + t * o.stride(1) + hv * o.stride(2) + c0 * o.stride(3), o.stride(3), n, row);
 }
 
 }  // namespace hanpu

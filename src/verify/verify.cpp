@@ -51,6 +51,11 @@ Status run_path(Status (*fn)(const Inputs&, const Options&, const Outputs&), con
 
 }  // namespace
 
+double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType out_dtype) {
+  const double base = inst.extreme_gates && inst.kind == Kind::kKda ? 1e-8 : 1e-10;
+  return inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(ref, out_dtype), ref) + base;
+}
+
 InstanceResult run_instance(const Instance& inst) {
   const auto t0 = std::chrono::steady_clock::now();
   InstanceResult res;
@@ -87,11 +92,8 @@ InstanceResult run_instance(const Instance& inst) {
   res.rec_s = nmse(s_r, s_ref);
   res.cvr_o = nmse(o_c, o_r);
   res.cvr_s = nmse(s_c, s_r);
-  // Bars: fp32 inputs 1e-10 (1e-8 with -1000 gates); half inputs twice the NMSE of the reference rounded to
-  // the output dtype, plus the same absolute term. The state is always fp32.
-  const double base = inst.extreme_gates && inst.kind == Kind::kKda ? 1e-8 : 1e-10;
-  res.bar_o = inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(o_ref, inst.dtype), o_ref) + base;
-  res.bar_s = inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(s_ref, DType::kF32), s_ref) + base;
+  res.bar_o = accuracy_bar(inst, o_ref, inst.dtype);
+  res.bar_s = accuracy_bar(inst, s_ref, DType::kF32);  // the state is fp32 for every input dtype
   res.passed = res.chunk_o <= res.bar_o && res.rec_o <= res.bar_o && res.cvr_o <= res.bar_o &&
                res.chunk_s <= res.bar_s && res.rec_s <= res.bar_s && res.cvr_s <= res.bar_s;
   res.seconds = seconds_since(t0);

@@ -26,6 +26,11 @@ struct InstanceResult {
   std::string error;  // a Status message when a path rejected the instance (a failure)
 };
 
+// The NMSE an output of `inst` may reach against its fp64 reference `ref` when written in `out_dtype`:
+// fp32 inputs 1e-10 (1e-8 for KDA with -1000 gates); half inputs twice the NMSE of the reference rounded
+// to out_dtype, plus the same absolute term.
+double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType out_dtype);
+
 // Runs one instance through all three paths.
 InstanceResult run_instance(const Instance& inst);
 

@@ -1,0 +1,44 @@
+// The CPU engine: the operators of ops.h run multi-threaded with SIMD kernels under one of several
+// dataflow strategies. All strategies share the same kernels and differ only in dataflow, so comparing
+// them measures the dataflow (DESIGN.md §2). Every strategy computes what chunk_forward computes and is
+// tested against the fp64 reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hanpu/ops.h"
+
+namespace hanpu {
+
+enum class Strategy {
+  kFla,    // chunk-head-chunk: #1-#4 over (head, chunk) -> W, U in memory; #5 over heads -> every chunk's
+           // state and V' in memory; #6 over (head, chunk)
+  kHanpu,  // head-level mapping with cross-operator fusion, plus the switchable techniques below
+};
+const char* strategy_name(Strategy s);
+bool parse_strategy(const std::string& name, Strategy* out);
+
+struct EngineConfig {
+  Strategy strategy = Strategy::kHanpu;
+  int threads = 0;  // 0: every CPU this process may use
+  // Techniques of the hanpu strategy (ignored by the baselines), each switchable for the ablation:
+  bool tail_split = true;   // split leftover heads column-wise along V over idle threads
+  bool chunk_first = true;  // update the state in place after its last read (else old and new co-reside)
+  bool gemm_first = true;   // K S, Q S, K K^T, Q K^T first; V' = T diag(beta) (V - diag(exp G) K S)
+};
+
+// What a run did, counted as it ran.
+struct RunStats {
+  double flops = 0;                  // executed: GEMM tiles as issued (2 M N K) and the triangular inverse
+  int64_t peak_workspace_bytes = 0;  // every allocation beyond inputs and outputs, at its peak
+  int64_t traffic_bytes = 0;         // inputs + outputs + bytes written to and read back from intermediates
+  int threads = 0;
+  std::string simd_target;           // Highway target of the kernels, e.g. "AVX3"
+};
+
+// Chunkwise prefill (the options of chunk_forward) on the engine. Outputs as for chunk_forward.
+Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
+                      RunStats* stats = nullptr);
+
+}  // namespace hanpu

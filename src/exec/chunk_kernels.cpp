@@ -1,0 +1,114 @@
+#include "exec/chunk_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/decay.h"
+#include "kernels/simd.h"
+#include "kernels/tril_inverse.h"
+
+namespace hanpu {
+
+ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
+    : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
+      eg(C_ * w_), eg_last(C_ * w_), g_last(w_) {}
+
+int64_t ChunkInputs::bytes() const {
+  return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + eg.size() +
+                               eg_last.size() + g_last.size()) * sizeof(float) + G.size() * sizeof(double));
+}
+
+void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv,
+                       const ChunkRows& c) {
+  const int64_t h = p.qk_head(hv), L = c.L;
+  const TensorView& vv = p.in.v;
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t t = c.t0 + i;
+    rows.q(s.batch, t, h, q.data() + i * K);
+    rows.k(s.batch, t, h, k.data() + i * K);
+    load_elems<float>(vv, s.batch * vv.stride(0) + t * vv.stride(1) + hv * vv.stride(2) + c.c0 * vv.stride(3),
+                      vv.stride(3), c.Vc, v.data() + i * c.Vc);
+    rows.gate(s.batch, t, hv, graw.data() + i * w);
+    beta[i] = rows.beta(s.batch, t, hv);
+  }
+  gate_cumsum(L, w, graw.data(), G.data());
+  // Exponents are differences taken in double, then rounded to float for the vector exp: all <= 0 for
+  // non-positive gates (exp(G), exp(G_last - G)).
+  const double* gl = G.data() + (L - 1) * w;
+  for (int64_t i = 0; i < L; ++i) {
+    for (int64_t d = 0; d < w; ++d) {
+      eg[i * w + d] = static_cast<float>(G[i * w + d]);
+      eg_last[i * w + d] = static_cast<float>(gl[d] - G[i * w + d]);
+    }
+  }
+  for (int64_t d = 0; d < w; ++d) g_last[d] = static_cast<float>(gl[d]);
+  simd::exp_f32(L * w, eg.data(), eg.data());
+  simd::exp_f32(L * w, eg_last.data(), eg_last.data());
+  simd::exp_f32(w, g_last.data(), g_last.data());
+}
+
+void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float f = scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1.0f;
+      dst[c * ldd + r] = src[r * lds + c] * f;
+    }
+  }
+}
+
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rs = rowscale ? rowscale[r] : 1.0f;
+    const float* f = scale + r * sw;
+    for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = src[r * lds + c] * f[sw == 1 ? 0 : c] * rs;
+  }
+}
+
+void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
+          float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_nn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
+void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
+                 float* C, int64_t ldc, Counters& cnt) {
+  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+    const int64_t r1 = std::min(L, r0 + kTrilBlock);
+    gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+  }
+}
+
+void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt, float* A, float* P, float* scratch,
+                  Counters& cnt) {
+  const int64_t K = p.K, C = in.C;
+  if (p.kind == Kind::kKda) {
+    kda_intra_scores(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
+    cnt.flops += 4.0 * L * L * K;  // both score matrices, as summed
+    return;
+  }
+  pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
+  // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1).
+  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+    const int64_t r1 = std::min(L, r0 + kTrilBlock);
+    gemm(r1 - r0, r1, K, in.k.data() + r0 * K, K, kt, L, false, A + r0 * C, C, cnt);
+    gemm(r1 - r0, r1, K, in.q.data() + r0 * K, K, kt, L, false, P + r0 * C, C, cnt);
+  }
+  // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double.
+  const double* G = in.G.data();
+  for (int64_t i = 0; i < L; ++i) {
+    float* m = scratch;
+    for (int64_t j = 0; j <= i; ++j) m[j] = static_cast<float>(G[i] - G[j]);
+    simd::exp_f32(i + 1, m, m);
+    float* a = A + i * C;
+    float* pr = P + i * C;
+    const float b = in.beta[i];
+    for (int64_t j = 0; j < i; ++j) a[j] *= b * m[j];
+    for (int64_t j = 0; j <= i; ++j) pr[j] *= m[j];
+    std::fill(a + i, a + L, 0.0f);
+    std::fill(pr + i + 1, pr + L, 0.0f);
+  }
+}
+
+}  // namespace hanpu

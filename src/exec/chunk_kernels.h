@@ -1,0 +1,64 @@
+// Per-chunk building blocks shared by the engine's strategies: loading a chunk's rows, the decay factors,
+// the masked score matrices, the inverse, and the state products. Every strategy is a different
+// composition of these, so a comparison between strategies measures their dataflow only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/problem.h"
+#include "ops/rows.h"
+
+namespace hanpu {
+
+// Executed-work counters of one thread.
+struct Counters {
+  double flops = 0;
+  int64_t traffic_bytes = 0;
+};
+
+// One chunk of one (sequence, value head): L rows starting at token t0, value columns [c0, c0 + Vc).
+struct ChunkRows {
+  int64_t L = 0, t0 = 0, c0 = 0, Vc = 0;
+};
+
+// The rows and gate factors of a chunk, in fp32 row-major buffers sized for chunk size C.
+struct ChunkInputs {
+  int64_t C, K, w;  // w: gate width (1 for GDN, K for KDA)
+  std::vector<float> q, k, v, beta, graw;
+  std::vector<double> G;        // chunk-local inclusive cumsum of the gates [L, w]
+  std::vector<float> eg;        // exp(G)            [L, w]
+  std::vector<float> eg_last;   // exp(G_last - G)   [L, w]
+  std::vector<float> g_last;    // exp(G_last)       [w]
+
+  ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_);
+  int64_t bytes() const;
+  // Loads rows, cumsums the gates and forms the decay factors.
+  void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
+};
+
+// dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1) for r < rows, c < cols:
+// packs a transposed, optionally row- or element-scaled operand for the row-major GEMM.
+void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     float* dst, int64_t ldd);
+
+// dst[r, c] = src[r, c] * scale[r * sw + (sw == 1 ? 0 : c)] * (rowscale ? rowscale[r] : 1).
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd);
+
+// Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only
+// reads the columns of M (rows of X) it can touch. C may be accumulated into.
+void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
+                 float* C, int64_t ldc, Counters& cnt);
+
+// Scores of a chunk: A (strictly lower, beta-scaled, decayed) and P (lower with diagonal, decayed) from
+// q and k; kt is K^T packed [K, L] scratch. GDN uses GEMM tiles plus a decay mask; KDA the exact
+// reference-row split of kernels/decay.h.
+void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt, float* A, float* P,
+                  float* scratch, Counters& cnt);
+
+// A gemm_nn call that counts its executed flops.
+void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
+          float* C, int64_t ldc, Counters& cnt);
+
+}  // namespace hanpu

@@ -1,0 +1,46 @@
+#include "hanpu/engine.h"
+
+#include "exec/strategies.h"
+#include "kernels/simd.h"
+
+namespace hanpu {
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kFla: return "fla";
+    case Strategy::kHanpu: return "hanpu";
+  }
+  return "?";
+}
+
+bool parse_strategy(const std::string& name, Strategy* out) {
+  for (Strategy s : {Strategy::kFla, Strategy::kHanpu}) {
+    if (name == strategy_name(s)) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
+                      RunStats* stats) {
+  if (cfg.threads < 0) return InvalidArgument("threads must be >= 0, got " + std::to_string(cfg.threads));
+  Problem p;
+  HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kChunk, &p));
+  HANPU_RETURN_IF_ERROR(validate_outputs(p, out, Mode::kChunk));
+  const int threads = ThreadPool::resolve(cfg.threads);
+  ThreadPool& pool = shared_pool(threads);
+  RunStats local;
+  RunStats* st = stats ? stats : &local;
+  *st = RunStats();
+  st->threads = threads;
+  st->simd_target = simd::target_name();
+  switch (cfg.strategy) {
+    case Strategy::kFla: run_fla(p, pool, out, st); break;
+    case Strategy::kHanpu: run_hanpu(p, cfg, pool, out, st); break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace hanpu

@@ -1,0 +1,22 @@
+// The engine's strategies (include/hanpu/engine.h), each a function over a validated problem.
+#pragma once
+
+#include "exec/chunk_kernels.h"
+#include "exec/thread_pool.h"
+#include "hanpu/engine.h"
+
+namespace hanpu {
+
+void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
+void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* stats);
+
+// Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
+int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
+
+// Splits `items` into `parts` contiguous ranges; part i gets [begin, end).
+inline void static_range(int64_t items, int parts, int i, int64_t* begin, int64_t* end) {
+  *begin = items * i / parts;
+  *end = items * (i + 1) / parts;
+}
+
+}  // namespace hanpu

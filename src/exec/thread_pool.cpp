@@ -1,0 +1,108 @@
+#include "exec/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <map>
+#include <memory>
+
+namespace hanpu {
+
+namespace {
+
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+}  // namespace
+
+int ThreadPool::resolve(int threads) {
+  if (threads > 0) return threads;
+  const std::size_t n = allowed_cpus().size();
+  return n > 0 ? static_cast<int>(n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+ThreadPool::ThreadPool(int threads) {
+  const std::vector<int> cpus = allowed_cpus();
+  for (int w = 1; w < std::max(1, threads); ++w) {
+    workers_.emplace_back([this, w] { worker_loop(w); });
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpus[w % cpus.size()], &set);
+      pthread_setaffinity_np(workers_.back().native_handle(), sizeof set, &set);  // best effort
+    }
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int w) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    (*job)(w);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_cv_.notify_one();
+  }
+}
+
+void ThreadPool::run(const std::function<void(int)>& fn) {
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  fn(0);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::barrier() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t gen = barrier_generation_;
+  if (++barrier_waiting_ == size()) {
+    barrier_waiting_ = 0;
+    ++barrier_generation_;
+    barrier_cv_.notify_all();
+    return;
+  }
+  barrier_cv_.wait(lock, [&] { return barrier_generation_ != gen; });
+}
+
+ThreadPool& shared_pool(int threads) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return *p;
+}
+
+}  // namespace hanpu

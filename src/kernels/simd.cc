@@ -1,0 +1,102 @@
+// Highway implementation of kernels/simd.h; this file is compiled once per target by foreach_target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hanpu::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Rows per register block: AVX-512 has 32 vector registers (MR x 2 accumulators + 3 operands fit with
+// MR = 8); the 16-register targets take 6.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kMR = 8;
+#else
+constexpr int kMR = 6;
+#endif
+
+// C[MR rows, NV vectors] (+)= A[MR, Kd] B[Kd, NV vectors]. D is a full or a 1-lane tag (column tail).
+template <int MR, int NV, class D>
+HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B,
+                      int64_t ldb, bool accumulate, float* HWY_RESTRICT C, int64_t ldc) {
+  using V = hn::Vec<D>;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  V acc[MR][NV];
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? hn::LoadU(d, C + r * ldc + v * nl) : hn::Zero(d);
+  }
+  for (int64_t p = 0; p < Kd; ++p) {
+    V b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = hn::LoadU(d, B + p * ldb + v * nl);
+    for (int r = 0; r < MR; ++r) {
+      const V a = hn::Set(d, A[r * lda + p]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) hn::StoreU(acc[r][v], d, C + r * ldc + v * nl);
+  }
+}
+
+// All rows of one column block: MR-row blocks, then single rows.
+template <int NV, class D>
+HWY_INLINE void ColumnBlock(D d, int64_t M, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            bool accumulate, float* C, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + kMR <= M; i += kMR) Block<kMR, NV>(d, Kd, A + i * lda, lda, B, ldb, accumulate, C + i * ldc, ldc);
+  for (; i < M; ++i) Block<1, NV>(d, Kd, A + i * lda, lda, B, ldb, accumulate, C + i * ldc, ldc);
+}
+
+void GemmNN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+            bool accumulate, float* C, int64_t ldc) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + 2 * nl <= N; j += 2 * nl) ColumnBlock<2>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  for (; j + nl <= N; j += nl) ColumnBlock<1>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  const hn::CappedTag<float, 1> d1;  // the same MulAdd chain, one column at a time
+  for (; j < N; ++j) ColumnBlock<1>(d1, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+}
+
+void ExpF32(int64_t n, const float* x, float* y) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + nl <= n; i += nl) hn::StoreU(hn::Exp(d, hn::LoadU(d, x + i)), d, y + i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) hn::StoreU(hn::Exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
+}
+
+int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hanpu::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hanpu::simd {
+
+HWY_EXPORT(GemmNN);
+HWY_EXPORT(ExpF32);
+HWY_EXPORT(ColumnBlockWidth);
+HWY_EXPORT(TargetName);
+
+const char* target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+int64_t gemm_column_block() { return HWY_DYNAMIC_DISPATCH(ColumnBlockWidth)(); }
+
+void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmNN)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void exp_f32(int64_t n, const float* x, float* y) { HWY_DYNAMIC_DISPATCH(ExpF32)(n, x, y); }
+
+}  // namespace hanpu::simd
+#endif

@@ -1,0 +1,28 @@
+// SIMD building blocks of the CPU engine, compiled with Highway for every x86 target (SSSE3, SSE4, AVX2,
+// AVX-512) and the scalar baseline; the best target this CPU supports is chosen once, at first use.
+//
+// Determinism: a GEMM output column is computed the same way (one fused multiply-add chain over the shared
+// dimension, in order) whichever column block it falls in, as long as callers split the columns of a
+// product at multiples of gemm_column_block(). The engine relies on this for results that are
+// bit-identical for any thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace hanpu::simd {
+
+// Name of the Highway target in use, e.g. "AVX3" (AVX-512) or "AVX2".
+const char* target_name();
+
+// Columns per register block (two vectors of the chosen target): column splits must align to it.
+int64_t gemm_column_block();
+
+// C[M, N] = (accumulate ? C : 0) + A[M, Kd] * B[Kd, N]. Row-major; lda, ldb, ldc in elements.
+// B's rows must be contiguous (transposed operands are packed first by the caller).
+void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc);
+
+// y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).
+void exp_f32(int64_t n, const float* x, float* y);
+
+}  // namespace hanpu::simd

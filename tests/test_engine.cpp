@@ -1,0 +1,145 @@
+// The CPU engine's strategies against the fp64 reference, and the hanpu strategy's bit-identity across
+// thread counts (including the tail-split and column-split paths).
+#include <gtest/gtest.h>
+
+#include "hanpu/engine.h"
+#include "test_util.h"
+#include "verify/verify.h"
+
+namespace hanpu {
+namespace {
+
+struct EngineCase {
+  const char* name;
+  EngineConfig cfg;
+};
+
+std::vector<EngineCase> engine_cases() {
+  std::vector<EngineCase> cases;
+  EngineConfig c;
+  c.threads = 2;
+  c.strategy = Strategy::kFla;
+  cases.push_back({"fla", c});
+  c.strategy = Strategy::kHanpu;
+  cases.push_back({"hanpu", c});
+  EngineConfig off = c;
+  off.gemm_first = false;
+  cases.push_back({"hanpu-no-gemm-first", off});
+  off = c;
+  off.chunk_first = false;
+  cases.push_back({"hanpu-no-chunk-first", off});
+  off = c;
+  off.tail_split = false;
+  off.threads = 3;
+  cases.push_back({"hanpu-no-tail-split-3t", off});
+  return cases;
+}
+
+TEST(Engine, EveryStrategyMatchesTheReferenceAcrossTheOptionSpace) {
+  for (int i = 0; i < 72; ++i) {
+    const Instance inst = make_instance(77, i);
+    if (inst.scenario == "long") continue;  // covered by the chunk tests; keeps this test short
+    Inputs in;
+    ASSERT_TRUE(bind_inputs(inst.tensors, &in).ok());
+    testing::Result ref;
+    ASSERT_TRUE(testing::run_op(reference_forward, in, inst.opt, DType::kF64, DType::kF64, &ref).ok());
+    const std::vector<double> o_ref = to_doubles(ref.o.view()), s_ref = to_doubles(ref.state.view());
+    const double bar_o = accuracy_bar(inst, o_ref, inst.dtype), bar_s = accuracy_bar(inst, s_ref, DType::kF32);
+    for (const EngineCase& ec : engine_cases()) {
+      testing::Result got;
+      got.o = Tensor(inst.dtype, ref.o.shape);
+      got.state = Tensor(DType::kF32, ref.state.shape);
+      RunStats st;
+      ASSERT_TRUE(engine_forward(in, inst.opt, ec.cfg, Outputs{got.o.view(), got.state.view()}, &st).ok());
+      EXPECT_LE(nmse(to_doubles(got.o.view()), o_ref), bar_o) << ec.name << " " << inst.describe() << " "
+                                                              << kind_name(inst.kind) << " " << dtype_name(inst.dtype);
+      EXPECT_LE(nmse(to_doubles(got.state.view()), s_ref), bar_s) << ec.name << " " << inst.describe();
+      EXPECT_GT(st.flops, 0);
+      EXPECT_GT(st.traffic_bytes, 0);
+      EXPECT_GT(st.peak_workspace_bytes, 0);
+    }
+  }
+}
+
+TEST(Engine, HanpuIsBitIdenticalForOneToEightThreads) {
+  // (N sequences, HV heads, V): 5 heads on 3 threads and 1 head on 2 threads exercise the tail split;
+  // V = 100 and 256 put column splits inside and at the end of the GEMM column blocks.
+  struct Shape {
+    int64_t B, HV, V;
+  } shapes[] = {{1, 5, 100}, {1, 1, 256}, {2, 3, 40}, {1, 4, 17}};
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (const Shape& sh : shapes) {
+      TensorFile f = testing::small_problem(kind, DType::kF32, sh.B, 70, 1, sh.HV, 24, sh.V, sh.HV * 10 + sh.V);
+      Inputs in;
+      ASSERT_TRUE(bind_inputs(f, &in).ok());
+      Options opt;
+      opt.kind = kind;
+      opt.chunk_size = 32;
+      Tensor o1, s1;
+      for (int threads = 1; threads <= 8; ++threads) {
+        EngineConfig cfg;
+        cfg.threads = threads;
+        Tensor o(DType::kF32, {sh.B, 70, sh.HV, sh.V}), s(DType::kF32, {sh.B, sh.HV, 24, sh.V});
+        ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o.view(), s.view()}).ok());
+        if (threads == 1) {
+          o1 = o;
+          s1 = s;
+          continue;
+        }
+        EXPECT_EQ(o.bytes, o1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads;
+        EXPECT_EQ(s.bytes, s1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads;
+      }
+    }
+  }
+}
+
+TEST(Engine, FlaWorkspaceGrowsWithTokensAndHanpuDoesNot) {
+  auto workspace = [](Strategy s, int64_t T) {
+    TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, T, 2, 2, 32, 32, 1);
+    Inputs in;
+    EXPECT_TRUE(bind_inputs(f, &in).ok());
+    EngineConfig cfg;
+    cfg.strategy = s;
+    cfg.threads = 2;
+    Tensor o(DType::kF32, {1, T, 2, 32});
+    RunStats st;
+    EXPECT_TRUE(engine_forward(in, Options(), cfg, Outputs{o.view(), std::nullopt}, &st).ok());
+    return st.peak_workspace_bytes;
+  };
+  EXPECT_EQ(workspace(Strategy::kHanpu, 256), workspace(Strategy::kHanpu, 1024));
+  // fla's materialised W, U, V' and per-chunk states grow linearly in T: ws(T) = a + b T with b > 0.
+  const int64_t f256 = workspace(Strategy::kFla, 256), f1024 = workspace(Strategy::kFla, 1024);
+  const int64_t f4096 = workspace(Strategy::kFla, 4096);
+  EXPECT_GT(f1024, f256);
+  EXPECT_EQ(f4096 - f1024, 4 * (f1024 - f256));
+}
+
+TEST(Engine, GemmFirstExecutesFewerFlops) {
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 256, 1, 1, 128, 128, 2);
+  Inputs in;
+  ASSERT_TRUE(bind_inputs(f, &in).ok());
+  double flops[2];
+  for (int g = 0; g < 2; ++g) {
+    EngineConfig cfg;
+    cfg.gemm_first = g == 1;
+    cfg.threads = 1;
+    Tensor o(DType::kF32, {1, 256, 1, 128});
+    RunStats st;
+    ASSERT_TRUE(engine_forward(in, Options(), cfg, Outputs{o.view(), std::nullopt}, &st).ok());
+    flops[g] = st.flops;
+  }
+  EXPECT_LT(flops[1], flops[0]);
+}
+
+TEST(Engine, StrategyNamesRoundTrip) {
+  for (Strategy s : {Strategy::kFla, Strategy::kHanpu}) {
+    Strategy back;
+    ASSERT_TRUE(parse_strategy(strategy_name(s), &back));
+    EXPECT_EQ(back, s);
+  }
+  Strategy x;
+  EXPECT_FALSE(parse_strategy("megakernel", &x));
+}
+
+}  // namespace
+}  // namespace hanpu
