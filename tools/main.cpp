@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   runners[run] = hanpu::cli::add_run_command(*run);
   CLI::App* verify = app.add_subcommand("verify", "Check chunk and recurrent paths against the fp64 reference");
   runners[verify] = hanpu::cli::add_verify_command(*verify);
+  CLI::App* bench = app.add_subcommand("bench", "Time the engine's strategies side by side");
+  runners[bench] = hanpu::cli::add_bench_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,4 +25,8 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 // y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).
 void exp_f32(int64_t n, const float* x, float* y);
 
+// Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
+// Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
+double fma_peak_kernel(int64_t iters);
+
 }  // namespace hanpu::simd

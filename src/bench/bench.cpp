@@ -1,0 +1,224 @@
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/strided.h"
+#include "exec/thread_pool.h"
+#include "kernels/simd.h"
+#include "verify/verify.h"
+
+namespace hanpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Cheap deterministic fill (xorshift, uniform in [-a, a]): large inputs in milliseconds, not seconds.
+void fill_uniform(std::vector<float>& x, uint64_t seed, float a) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& v : x) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    v = a * (static_cast<float>(s >> 40) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+Tensor to_dtype(const std::vector<float>& x, DType dt, std::vector<int64_t> shape) {
+  Tensor t(dt, std::move(shape));
+  store_elems<float>(t.view(), 0, 1, t.numel(), x.data());
+  return t;
+}
+
+// The view of value head 0 (and the q/k head it reads) of a [B, T, heads, ...] tensor.
+TensorView head0(const TensorView& v) {
+  TensorView h = v;
+  h.strides.clear();
+  for (int d = 0; d < v.rank(); ++d) h.strides.push_back(v.stride(d));
+  h.shape[2] = 1;
+  return h;
+}
+
+double percentile_median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+const std::vector<Preset>& bench_presets() {
+  static const std::vector<Preset> presets = {
+      {"qwen3.5-0.8b", Kind::kGdn, 16, 16, 128, 128},
+      {"qwen3-next", Kind::kGdn, 16, 32, 128, 128},
+      {"kimi-linear", Kind::kKda, 32, 32, 128, 128},
+  };
+  return presets;
+}
+
+double measure_fma_peak(int threads) {
+  ThreadPool& pool = shared_pool(threads);
+  const int64_t iters = 20'000'000;
+  std::vector<double> flops(threads), secs(threads);
+  for (int round = 0; round < 2; ++round) {  // the first round warms up clocks
+    pool.run([&](int t) {
+      const auto t0 = Clock::now();
+      flops[t] = simd::fma_peak_kernel(iters);
+      secs[t] = ms_since(t0) / 1e3;
+    });
+  }
+  double total = 0, slowest = 0;
+  for (int t = 0; t < threads; ++t) {
+    total += flops[t];
+    slowest = std::max(slowest, secs[t]);
+  }
+  return total / slowest / 1e9;
+}
+
+Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
+  *out = BenchReport();
+  std::vector<Strategy> strategies;
+  for (const std::string& name : cfg.strategies) {
+    Strategy s;
+    if (!parse_strategy(name, &s)) return InvalidArgument("unknown strategy '" + name + "' (known: fla, hanpu)");
+    strategies.push_back(s);
+  }
+  if (cfg.tokens.empty()) return InvalidArgument("tokens: give at least one sequence length");
+  for (int64_t t : cfg.tokens) {
+    if (t < 1) return InvalidArgument("tokens must be >= 1, got " + std::to_string(t));
+  }
+  if (cfg.reps < 1) return InvalidArgument("reps must be >= 1, got " + std::to_string(cfg.reps));
+  const int threads = ThreadPool::resolve(cfg.threads);
+  out->fma_peak_gflops = measure_fma_peak(threads);
+  char line[512];
+  std::snprintf(line, sizeof line, "fp32 FMA peak, %d threads, %s: %.1f GFLOP/s", threads, simd::target_name(),
+                out->fma_peak_gflops);
+  progress(line);
+
+  const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
+  const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V, w = cfg.kind == Kind::kKda ? K : 1;
+  // Inputs for the longest run; shorter runs use a prefix (B = 1, so a prefix is contiguous).
+  std::vector<float> q(Tmax * H * K), k(Tmax * H * K), v(Tmax * HV * V), g(Tmax * HV * w), beta(Tmax * HV);
+  fill_uniform(q, cfg.seed, 1.7f);
+  fill_uniform(k, cfg.seed + 1, 1.7f);
+  fill_uniform(v, cfg.seed + 2, 1.7f);
+  fill_uniform(g, cfg.seed + 3, 1.0f);
+  fill_uniform(beta, cfg.seed + 4, 0.5f);
+  for (float& x : g) x = -0.05f * (x + 1.0f) - 1e-3f;  // log decays in (-0.101, -0.001]
+  for (float& x : beta) x += 0.5f;                    // (0, 1)
+  const Tensor tq = to_dtype(q, cfg.dtype, {1, Tmax, H, K}), tk = to_dtype(k, cfg.dtype, {1, Tmax, H, K});
+  const Tensor tv = to_dtype(v, cfg.dtype, {1, Tmax, HV, V});
+  const Tensor tg = cfg.kind == Kind::kKda ? to_dtype(g, cfg.dtype, {1, Tmax, HV, K}) : to_dtype(g, cfg.dtype, {1, Tmax, HV});
+  const Tensor tb = to_dtype(beta, cfg.dtype, {1, Tmax, HV});
+  Options opt;
+  opt.kind = cfg.kind;
+  opt.use_qk_l2norm_in_kernel = true;  // as Qwen3-Next / Qwen3.5 and Kimi Linear call the kernels
+
+  for (int64_t T : cfg.tokens) {
+    auto prefix = [T](const Tensor& t) {
+      TensorView v = t.view();
+      v.shape[1] = T;
+      return v;
+    };
+    Inputs in;
+    in.q = prefix(tq);
+    in.k = prefix(tk);
+    in.v = prefix(tv);
+    in.g = prefix(tg);
+    in.beta = prefix(tb);
+    // fp64 reference of value head 0 (the accuracy sample).
+    Inputs in0 = in;
+    in0.q = head0(in.q);
+    in0.k = head0(in.k);
+    in0.v = head0(in.v);
+    in0.g = head0(in.g);
+    in0.beta = head0(in.beta);
+    Tensor ref_o(DType::kF64, {1, T, 1, V}), ref_s(DType::kF64, {1, 1, K, V});
+    HANPU_RETURN_IF_ERROR(reference_forward(in0, opt, Outputs{ref_o.view(), ref_s.view()}));
+    const std::vector<double> ro = to_doubles(ref_o.view()), rs = to_doubles(ref_s.view());
+    for (Strategy s : strategies) {
+      EngineConfig ec;
+      ec.strategy = s;
+      ec.threads = threads;
+      Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
+      const Outputs outs{o.view(), st.view()};
+      RunStats stats;
+      HANPU_RETURN_IF_ERROR(engine_forward(in, opt, ec, outs, &stats));  // warm-up
+      std::vector<double> times;
+      for (int r = 0; r < cfg.reps; ++r) {
+        const auto t0 = Clock::now();
+        HANPU_RETURN_IF_ERROR(engine_forward(in, opt, ec, outs, &stats));
+        times.push_back(ms_since(t0));
+      }
+      BenchRecord rec;
+      rec.kind = kind_name(cfg.kind);
+      rec.preset = cfg.preset;
+      rec.strategy = strategy_name(s);
+      rec.dtype = dtype_name(cfg.dtype);
+      rec.simd_target = stats.simd_target;
+      rec.tokens = T;
+      rec.threads = threads;
+      rec.median_ms = percentile_median(times);
+      rec.min_ms = *std::min_element(times.begin(), times.end());
+      rec.max_ms = *std::max_element(times.begin(), times.end());
+      rec.flops = stats.flops;
+      rec.gflops = stats.flops / (rec.median_ms * 1e6);
+      rec.utilization = rec.gflops / out->fma_peak_gflops;
+      rec.peak_workspace_bytes = stats.peak_workspace_bytes;
+      rec.traffic_bytes = stats.traffic_bytes;
+      const std::vector<double> oh = to_doubles(head0(o.view()));
+      std::vector<double> sh = to_doubles(st.view());
+      sh.resize(K * V);  // value head 0
+      rec.nmse_o = nmse(oh, ro);
+      rec.nmse_state = nmse(sh, rs);
+      std::snprintf(line, sizeof line, "%s %s T=%lld %s: %.2f ms (%.1f GFLOP/s, %.0f%% of peak), nmse o %.1e S %.1e",
+                    rec.kind.c_str(), rec.preset.c_str(), static_cast<long long>(T), rec.strategy.c_str(),
+                    rec.median_ms, rec.gflops, 100 * rec.utilization, rec.nmse_o, rec.nmse_state);
+      progress(line);
+      out->records.push_back(rec);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string format_bench_table(const BenchReport& rep) {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s\n", rep.fma_peak_gflops);
+  s += line;
+  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %-8s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind", "preset",
+                "dtype", "T", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s", "util", "ws_MiB", "traffic_MiB",
+                "nmse_o", "nmse_S");
+  s += line;
+  for (const BenchRecord& r : rep.records) {
+    std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7lld %-8s %9.2f %9.2f %9.2f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
+                  r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), static_cast<long long>(r.tokens),
+                  r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, 100 * r.utilization,
+                  r.peak_workspace_bytes / 1048576.0, r.traffic_bytes / 1048576.0, r.nmse_o, r.nmse_state);
+    s += line;
+  }
+  return s;
+}
+
+std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
+  nlohmann::json j;
+  j["fma_peak_gflops"] = rep.fma_peak_gflops;
+  j["reps"] = cfg.reps;
+  j["records"] = nlohmann::json::array();
+  for (const BenchRecord& r : rep.records) {
+    j["records"].push_back({{"kind", r.kind}, {"preset", r.preset}, {"strategy", r.strategy}, {"tokens", r.tokens},
+                            {"threads", r.threads}, {"dtype", r.dtype}, {"simd_target", r.simd_target},
+                            {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
+                            {"flops", r.flops}, {"gflops", r.gflops}, {"utilization", r.utilization},
+                            {"peak_workspace_bytes", r.peak_workspace_bytes}, {"traffic_bytes", r.traffic_bytes},
+                            {"nmse_o", r.nmse_o}, {"nmse_state", r.nmse_state}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace hanpu

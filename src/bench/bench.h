@@ -1,0 +1,56 @@
+// `hanpu bench`: the engine's strategies timed side by side in one process, with executed GFLOP/s,
+// utilisation against the FMA peak measured in the same run, workspace, traffic and accuracy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hanpu/engine.h"
+
+namespace hanpu {
+
+struct Preset {
+  const char* name;
+  Kind kind;
+  int64_t H, HV, K, V;
+};
+const std::vector<Preset>& bench_presets();
+
+struct BenchConfig {
+  std::string preset = "qwen3.5-0.8b";
+  Kind kind = Kind::kGdn;
+  int64_t H = 16, HV = 16, K = 128, V = 128;
+  std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+  std::vector<std::string> strategies = {"fla", "hanpu"};
+  int threads = 0;
+  DType dtype = DType::kF32;
+  int reps = 5;
+  uint64_t seed = 1;
+};
+
+struct BenchRecord {
+  std::string kind, preset, strategy, dtype, simd_target;
+  int64_t tokens = 0;
+  int threads = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0, gflops = 0, utilization = 0;
+  int64_t peak_workspace_bytes = 0, traffic_bytes = 0;
+  double flops = 0, nmse_o = 0, nmse_state = 0;
+};
+
+struct BenchReport {
+  double fma_peak_gflops = 0;
+  std::vector<BenchRecord> records;
+};
+
+// Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s).
+double measure_fma_peak(int threads);
+
+// Runs the benchmark; `progress` gets one line per finished measurement.
+Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out);
+
+std::string format_bench_table(const BenchReport& rep);
+std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg);
+
+}  // namespace hanpu

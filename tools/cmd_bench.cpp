@@ -1,0 +1,80 @@
+// hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
+//             [--dtype f32|bf16|f16] [--strategies LIST] [--reps N] [--json FILE]
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "bench/bench.h"
+#include "commands.h"
+
+namespace hanpu::cli {
+
+namespace {
+
+struct BenchArgs {
+  BenchConfig cfg;
+  std::string kind, dtype = "f32", json_path;
+  int64_t heads = 0, v_heads = 0;
+};
+
+int run(BenchArgs& a) {
+  BenchConfig& c = a.cfg;
+  for (const Preset& p : bench_presets()) {
+    if (c.preset == p.name) {
+      c.kind = p.kind;
+      c.H = p.H;
+      c.HV = p.HV;
+      c.K = p.K;
+      c.V = p.V;
+    }
+  }
+  if (!a.kind.empty()) c.kind = a.kind == "kda" ? Kind::kKda : Kind::kGdn;
+  if (a.heads > 0) c.H = a.heads;
+  if (a.v_heads > 0) c.HV = a.v_heads;
+  else if (a.heads > 0) c.HV = a.heads;
+  if (c.HV % c.H != 0) {
+    std::fprintf(stderr, "hanpu bench: --v-heads (%lld) must be a multiple of --heads (%lld)\n",
+                 static_cast<long long>(c.HV), static_cast<long long>(c.H));
+    return 2;
+  }
+  c.dtype = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+  BenchReport rep;
+  const Status st = run_bench(c, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }, &rep);
+  if (!st.ok()) {
+    std::fprintf(stderr, "hanpu bench: %s\n", st.ToString().c_str());
+    return 2;
+  }
+  std::fputs(format_bench_table(rep).c_str(), stdout);
+  if (!a.json_path.empty()) {
+    std::ofstream f(a.json_path);
+    f << format_bench_json(rep, c);
+    if (!f) {
+      std::fprintf(stderr, "hanpu bench: cannot write '%s'\n", a.json_path.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  std::vector<std::string> preset_names;
+  for (const Preset& p : bench_presets()) preset_names.push_back(p.name);
+  app.add_option("--preset", a->cfg.preset, "Model shape: qwen3.5-0.8b (default), qwen3-next, kimi-linear")
+      ->check(CLI::IsMember(preset_names));
+  app.add_option("--kind", a->kind, "Override the preset's operator: gdn or kda")->check(CLI::IsMember({"gdn", "kda"}));
+  app.add_option("--tokens", a->cfg.tokens, "Sequence lengths (default 512 1024 ... 65536)")->delimiter(',');
+  app.add_option("--heads", a->heads, "q/k heads H (overrides the preset)")->check(CLI::Range(1, 4096));
+  app.add_option("--v-heads", a->v_heads, "value heads HV (default H)")->check(CLI::Range(1, 4096));
+  app.add_option("--threads", a->cfg.threads, "Threads (default: all CPUs)")->check(CLI::Range(0, 1024));
+  app.add_option("--dtype", a->dtype, "Input dtype: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: fla,hanpu)")->delimiter(',');
+  app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
+  app.add_option("--seed", a->cfg.seed, "Input seed");
+  app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");
+  return [a] { return run(*a); };
+}
+
+}  // namespace hanpu::cli
