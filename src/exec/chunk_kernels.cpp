@@ -18,6 +18,31 @@ int64_t ChunkInputs::bytes() const {
                                eg_last.size() + g_last.size()) * sizeof(float) + G.size() * sizeof(double));
 }
 
+namespace {
+
+void prefetch_row(const TensorView& x, int64_t off, int64_t n) {
+  const char* base = static_cast<const char*>(x.data) + off * static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t bytes = n * static_cast<int64_t>(dtype_size(x.dtype)) * (x.rank() == 4 ? x.stride(3) : 1);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + b);
+}
+
+}  // namespace
+
+void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, const ChunkRows& c) const {
+  const int64_t h = p.qk_head(hv);
+  const Inputs& in = p.in;
+  for (int64_t i = 0; i < c.L; ++i) {
+    const int64_t t = c.t0 + i;
+    auto off = [&](const TensorView& x, int64_t head) {
+      return s.batch * x.stride(0) + t * x.stride(1) + head * x.stride(2);
+    };
+    prefetch_row(in.q, off(in.q, h), K);
+    prefetch_row(in.k, off(in.k, h), K);
+    prefetch_row(in.v, off(in.v, hv) + c.c0 * in.v.stride(3), c.Vc);
+    prefetch_row(in.g, off(in.g, hv), w);
+  }
+}
+
 void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv,
                        const ChunkRows& c) {
   const int64_t h = p.qk_head(hv), L = c.L;
@@ -54,15 +79,6 @@ void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, 
       const float f = scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1.0f;
       dst[c * ldd + r] = src[r * lds + c] * f;
     }
-  }
-}
-
-void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
-                const float* rowscale, float* dst, int64_t ldd) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float rs = rowscale ? rowscale[r] : 1.0f;
-    const float* f = scale + r * sw;
-    for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = src[r * lds + c] * f[sw == 1 ? 0 : c] * rs;
   }
 }
 

@@ -33,6 +33,10 @@ struct ChunkInputs {
 
   ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_);
   int64_t bytes() const;
+  // Asks the memory system for the rows of a later chunk. Rows of one head are a head-stride apart
+  // ([B, T, H, K] layout: 8 KiB at H = 16, K = 128), so the hardware prefetchers, which stay within a
+  // page, do not fetch them; issued one chunk ahead, their DRAM latency overlaps the current chunk's GEMMs.
+  void prefetch(const Problem& p, const Sequence& s, int64_t hv, const ChunkRows& c) const;
   // Loads rows, cumsums the gates and forms the decay factors.
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
@@ -41,10 +45,6 @@ struct ChunkInputs {
 // packs a transposed, optionally row- or element-scaled operand for the row-major GEMM.
 void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                      float* dst, int64_t ldd);
-
-// dst[r, c] = src[r, c] * scale[r * sw + (sw == 1 ? 0 : c)] * (rowscale ? rowscale[r] : 1).
-void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
-                const float* rowscale, float* dst, int64_t ldd);
 
 // Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only
 // reads the columns of M (rows of X) it can touch. C may be accumulated into.

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "exec/strategies.h"
+#include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
 
 namespace hanpu {
@@ -70,7 +71,7 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
       c.traffic_bytes += chunk_input_bytes(p, L, V);
       chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
       c.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
-      scale_rows(L, K, in.k.data(), K, in.eg.data(), w, in.beta.data(), ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.k.data(), K, in.eg.data(), w, in.beta.data(), ws.KQ.data(), K);
       lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, wm(ch.index, hv), K, c);
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t j = 0; j < V; ++j) ws.X[i * V + j] = in.beta[i] * in.v[i * V + j];
@@ -100,10 +101,7 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
         for (int64_t k = 0; k < L * V; ++k) vnc[k] = uc[k] - vnc[k];
         ws.in.load(p, rows, p.seqs[n], hv, {L, ch.t0, 0, V});
         pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
-        for (int64_t d = 0; d < K; ++d) {
-          const float f = in.g_last[w == 1 ? 0 : d];
-          for (int64_t j = 0; j < V; ++j) S[d * V + j] *= f;
-        }
+        simd::scale_rows(K, V, S.data(), V, in.g_last.data(), w == 1 ? 0 : 1, nullptr, S.data(), V);
         gemm(K, V, L, ws.kt.data(), L, vnc, V, true, S.data(), V, c);
         // read W, U, k, g; write h[c], V'
         c.traffic_bytes += L * (K + V) * 4 + chunk_input_bytes(p, L, 0) + K * V * 4 + L * V * 4;
@@ -119,7 +117,7 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
       const int64_t hv = task % HV, L = ch.L;
       ws.in.load(p, rows, p.seqs[ch.n], hv, {L, ch.t0, 0, 0});
       chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
-      scale_rows(L, K, in.q.data(), K, in.eg.data(), w, nullptr, ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.q.data(), K, in.eg.data(), w, nullptr, ws.KQ.data(), K);
       gemm(L, V, K, ws.KQ.data(), K, hm(ch.index, hv), V, false, ws.X.data(), V, c);
       lower_times(L, V, ws.P.data(), C, vn(ch.index, hv), V, true, ws.X.data(), V, c);
       for (int64_t i = 0; i < L; ++i) store_o_row(out.o, p.seqs[ch.n].batch, ch.t0 + i, hv, V, ws.X.data() + i * V);

@@ -23,16 +23,20 @@ namespace hanpu {
 
 namespace {
 
+// How far ahead of the chunk being computed its input rows are prefetched (in chunks).
+constexpr int64_t kPrefetchChunks = 1;
+
 struct Work {
   int64_t n, hv, c0, Vc;
 };
 
 struct HeadWorkspace {
+  int64_t C, K, V, w;
   ChunkInputs in;
   std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, S, S_next, scratch;
 
-  HeadWorkspace(int64_t C, int64_t K, int64_t V, int64_t w)
-      : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V), X(C * std::max(K, V)), Vn(C * V), O(C * V),
+  HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
+      : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V), X(C * std::max(K, V)), Vn(C * V), O(C * V),
         KQ(C * K), S(K * V), S_next(K * V), scratch(std::max((C + 32) * K, kTrilBlock * C)) {}
 
   int64_t bytes() const {
@@ -58,23 +62,24 @@ void fused_head(const Problem& p, const RowLoader<float>& rows, const Work& wk, 
     const ChunkRows cr{std::min(C, s.begin + s.len - t0), t0, wk.c0, Vc};
     const int64_t L = cr.L;
     ws.in.load(p, rows, s, wk.hv, cr);
+    if (const int64_t ahead = t0 + kPrefetchChunks * C; ahead < s.begin + s.len) {
+      ws.in.prefetch(p, s, wk.hv, {std::min(C, s.begin + s.len - ahead), ahead, wk.c0, Vc});
+    }
     cnt.traffic_bytes += chunk_input_bytes(p, L, Vc);
     chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
     cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
     const float* e = in.eg.data();
     if (cfg.gemm_first) {
       // KS = (K o e) S;  X = diag(beta) (V - KS);  O = (Q~ o e) S
-      scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
       gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
-      scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
       gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-      for (int64_t i = 0; i < L; ++i) {
-        for (int64_t j = 0; j < Vc; ++j) ws.X[i * Vc + j] = in.beta[i] * (in.v[i * Vc + j] - ws.KS[i * Vc + j]);
-      }
+      simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
       lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
     } else {
       // W = T diag(beta) (K o e);  U = T diag(beta) V;  V' = U - W S;  O = (Q~ o e) S
-      scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
       lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
       gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);             // W S
       for (int64_t i = 0; i < L; ++i) {
@@ -82,17 +87,14 @@ void fused_head(const Problem& p, const RowLoader<float>& rows, const Work& wk, 
       }
       lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
       for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
-      scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
+      simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
       gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
     }
     lower_times(L, Vc, ws.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
     // State update after the last read of S this chunk.
     pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
     float* dst = cfg.chunk_first ? S : S_next;
-    for (int64_t d = 0; d < K; ++d) {
-      const float f = in.g_last[w == 1 ? 0 : d];
-      for (int64_t j = 0; j < Vc; ++j) dst[d * Vc + j] = S[d * Vc + j] * f;
-    }
+    simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
     gemm(K, Vc, L, ws.kt.data(), L, ws.Vn.data(), Vc, true, dst, Vc, cnt);
     if (!cfg.chunk_first) std::swap(S, S_next);
     for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
@@ -142,7 +144,13 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
     if (plan[t].empty()) return;
     int64_t vmax = 0;
     for (const Work& wk : plan[t]) vmax = std::max(vmax, wk.Vc);
-    HeadWorkspace ws(p.opt.chunk_size, p.K, vmax, p.gate_width());
+    // The workspace outlives the call (one per pool thread), so repeated calls reuse warm memory.
+    thread_local std::unique_ptr<HeadWorkspace> cached;
+    const int64_t C = p.opt.chunk_size, w = p.gate_width();
+    if (!cached || cached->C != C || cached->K != p.K || cached->V < vmax || cached->w != w) {
+      cached = std::make_unique<HeadWorkspace>(C, p.K, vmax, w);
+    }
+    HeadWorkspace& ws = *cached;
     ws_bytes[t] = ws.bytes();
     for (const Work& wk : plan[t]) fused_head(p, rows, wk, cfg, ws, out, counters[t]);
   });

@@ -90,6 +90,49 @@ double FmaPeak(int64_t iters) {
   return 2.0 * 12.0 * static_cast<double>(hn::Lanes(d)) * static_cast<double>(iters);
 }
 
+// dst[r, c] = src[r, c] * scale[r * sw + (sw == 1 ? 0 : c)] * (rowscale ? rowscale[r] : 1).
+void ScaleRows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+               const float* rowscale, float* dst, int64_t ldd) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rs = rowscale ? rowscale[r] : 1.0f;
+    const float* x = src + r * lds;
+    float* y = dst + r * ldd;
+    if (sw <= 1) {
+      const float f = scale[r * sw] * rs;
+      int64_t c = 0;
+      for (; c + nl <= cols; c += nl) hn::StoreU(hn::Mul(hn::LoadU(d, x + c), hn::Set(d, f)), d, y + c);
+      for (; c < cols; ++c) y[c] = x[c] * f;
+    } else {
+      const float* f = scale + r * sw;
+      int64_t c = 0;
+      for (; c + nl <= cols; c += nl) {
+        hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + c), hn::LoadU(d, f + c)), hn::Set(d, rs)), d, y + c);
+      }
+      for (; c < cols; ++c) {
+        hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d1, x + c), hn::LoadU(d1, f + c)), hn::Set(d1, rs)), d1, y + c);
+      }
+    }
+  }
+}
+
+// out[i, j] = beta[i] * (v[i, j] - ks[i, j]).
+void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto b = hn::Set(d, beta[i]);
+    const int64_t o = i * cols;
+    int64_t j = 0;
+    for (; j + nl <= cols; j += nl) {
+      hn::StoreU(hn::Mul(b, hn::Sub(hn::LoadU(d, v + o + j), hn::LoadU(d, ks + o + j))), d, out + o + j);
+    }
+    for (; j < cols; ++j) out[o + j] = beta[i] * (v[o + j] - ks[o + j]);
+  }
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -106,6 +149,17 @@ HWY_EXPORT(ExpF32);
 HWY_EXPORT(ColumnBlockWidth);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(FmaPeak);
+HWY_EXPORT(ScaleRows);
+HWY_EXPORT(BetaResidual);
+
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(rows, cols, src, lds, scale, sw, rowscale, dst, ldd);
+}
+
+void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
+  HWY_DYNAMIC_DISPATCH(BetaResidual)(rows, cols, beta, v, ks, out);
+}
 
 double fma_peak_kernel(int64_t iters) { return HWY_DYNAMIC_DISPATCH(FmaPeak)(iters); }
 

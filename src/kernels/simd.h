@@ -25,6 +25,16 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 // y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).
 void exp_f32(int64_t n, const float* x, float* y);
 
+// dst[r, c] = src[r, c] * scale[r * sw + (sw > 1 ? c : 0)] * (rowscale ? rowscale[r] : 1) for r < rows,
+// c < cols: one factor for all (sw == 0), per row (sw == 1) or per element (sw == cols), optionally times
+// a per-row factor.
+// dst may equal src.
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd);
+
+// out[i, j] = beta[i] * (v[i, j] - ks[i, j]) over contiguous [rows, cols] matrices.
+void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);
