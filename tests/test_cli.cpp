@@ -65,6 +65,30 @@ TEST(Cli, RunWritesWhatTheLibraryComputes) {
   }
 }
 
+TEST(Cli, EngineModeMatchesTheReferenceClosely) {
+  TensorFile f = testing::small_problem(Kind::kKda, DType::kF32, 2, 50, 1, 2, 16, 24, 4);
+  const std::string in = temp("cli_engine_in.safetensors"), out = temp("cli_engine_out.safetensors");
+  const std::string ref = temp("cli_engine_ref.safetensors");
+  ASSERT_TRUE(write_safetensors(in, f).ok());
+  std::string log;
+  ASSERT_EQ(run_cli("run --kind kda --in " + in + " --out " + ref + " --mode reference --output-final-state", &log), 0)
+      << log;
+  for (std::string strategy : {"hanpu", "fla"}) {
+    ASSERT_EQ(run_cli("run --kind kda --in " + in + " --out " + out + " --mode engine --threads 2 --strategy " +
+                          strategy + " --output-final-state",
+                      &log),
+              0)
+        << log;
+    TensorFile got, want;
+    ASSERT_TRUE(read_safetensors(out, &got).ok());
+    ASSERT_TRUE(read_safetensors(ref, &want).ok());
+    EXPECT_EQ(want.find("o")->dtype, DType::kF64);
+    EXPECT_LT(testing::nmse_of(*got.find("o"), *want.find("o")), 1e-10) << strategy;
+    EXPECT_LT(testing::nmse_of(*got.find("final_state"), *want.find("final_state")), 1e-10) << strategy;
+  }
+  EXPECT_EQ(run_cli("run --kind kda --in " + in + " --out " + out + " --mode engine --strategy megakernel", &log), 2);
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

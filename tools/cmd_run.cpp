@@ -12,7 +12,8 @@ namespace hanpu::cli {
 namespace {
 
 struct RunArgs {
-  std::string kind = "gdn", in_path, out_path, mode = "chunk";
+  std::string kind = "gdn", in_path, out_path, mode = "chunk", strategy = "hanpu";
+  int threads = 0;
   double scale = 0, lower_bound = 0;
   int chunk_size = 64;
   bool l2norm = false, gate_in_kernel = false, beta_sigmoid = false, neg_eigval = false, v_first = false;
@@ -62,7 +63,14 @@ int run(const RunArgs& a, const CLI::App& app) {
   }
   Outputs out{o.view(), std::nullopt};
   if (state) out.final_state = state->view();
-  if (a.mode == "chunk") st = chunk_forward(in, opt, out);
+  if (a.mode == "engine") {
+    EngineConfig ec;
+    ec.threads = a.threads;
+    parse_strategy(a.strategy, &ec.strategy);  // the option's check admits known names only
+    st = engine_forward(in, opt, ec, out);
+  } else if (a.mode == "chunk") {
+    st = chunk_forward(in, opt, out);
+  }
   else if (a.mode == "recurrent") st = recurrent_forward(in, opt, out);
   else st = reference_forward(in, opt, out);
   if (!st.ok()) return fail(st);
@@ -84,8 +92,14 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--in", a->in_path, "Input safetensors: q, k, v, g, beta [, initial_state, cu_seqlens, A_log, dt_bias]")
       ->required();
   app.add_option("--out", a->out_path, "Output safetensors: o [, final_state]")->required();
-  app.add_option("--mode", a->mode, "chunk (prefill), recurrent (decode) or reference (fp64, F64 outputs)")
-      ->check(CLI::IsMember({"chunk", "recurrent", "reference"}));
+  app.add_option("--mode", a->mode,
+                 "chunk (prefill), engine (prefill on the multi-threaded SIMD engine), recurrent (decode) or "
+                 "reference (fp64, F64 outputs)")
+      ->check(CLI::IsMember({"chunk", "engine", "recurrent", "reference"}));
+  app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu or fla")
+      ->check(CLI::IsMember({"hanpu", "fla"}));
+  app.add_option("--threads", a->threads, "Engine threads with --mode engine (default: all CPUs)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--scale", a->scale, "Query scale (default K^-1/2)");
   app.add_option("--chunk-size", a->chunk_size, "Chunk size: 16, 32 or 64");
   app.add_flag("--use-qk-l2norm-in-kernel", a->l2norm, "l2-normalise q and k in the kernel");
