@@ -96,8 +96,8 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   }
 }
 
-void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt, float* A, float* P, float* scratch,
-                  Counters& cnt) {
+void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
+                  float* P, float* scratch, Counters& cnt) {
   const int64_t K = p.K, C = in.C;
   if (p.kind == Kind::kKda) {
     kda_intra_scores(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
@@ -108,8 +108,8 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt,
   // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1).
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    gemm(r1 - r0, r1, K, in.k.data() + r0 * K, K, kt, L, false, A + r0 * C, C, cnt);
-    gemm(r1 - r0, r1, K, in.q.data() + r0 * K, K, kt, L, false, P + r0 * C, C, cnt);
+    if (need_a) gemm(r1 - r0, r1, K, in.k.data() + r0 * K, K, kt, L, false, A + r0 * C, C, cnt);
+    if (need_p) gemm(r1 - r0, r1, K, in.q.data() + r0 * K, K, kt, L, false, P + r0 * C, C, cnt);
   }
   // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double.
   const double* G = in.G.data();
@@ -120,10 +120,14 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt,
     float* a = A + i * C;
     float* pr = P + i * C;
     const float b = in.beta[i];
-    for (int64_t j = 0; j < i; ++j) a[j] *= b * m[j];
-    for (int64_t j = 0; j <= i; ++j) pr[j] *= m[j];
-    std::fill(a + i, a + L, 0.0f);
-    std::fill(pr + i + 1, pr + L, 0.0f);
+    if (need_a) {
+      for (int64_t j = 0; j < i; ++j) a[j] *= b * m[j];
+      std::fill(a + i, a + L, 0.0f);
+    }
+    if (need_p) {
+      for (int64_t j = 0; j <= i; ++j) pr[j] *= m[j];
+      std::fill(pr + i + 1, pr + L, 0.0f);
+    }
   }
 }
 

@@ -52,10 +52,10 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
                  float* C, int64_t ldc, Counters& cnt);
 
 // Scores of a chunk: A (strictly lower, beta-scaled, decayed) and P (lower with diagonal, decayed) from
-// q and k; kt is K^T packed [K, L] scratch. GDN uses GEMM tiles plus a decay mask; KDA the exact
-// reference-row split of kernels/decay.h.
-void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, float* kt, float* A, float* P,
-                  float* scratch, Counters& cnt);
+// q and k; kt is K^T packed [K, L] scratch. GDN uses GEMM tiles plus a decay mask and forms only the
+// matrices asked for; KDA uses the exact reference-row split of kernels/decay.h, which forms both.
+void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
+                  float* P, float* scratch, Counters& cnt);
 
 // A gemm_nn call that counts its executed flops.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,

@@ -69,7 +69,7 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
       const int64_t hv = task % HV, L = ch.L;
       ws.in.load(p, rows, p.seqs[ch.n], hv, {L, ch.t0, 0, V});
       c.traffic_bytes += chunk_input_bytes(p, L, V);
-      chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
+      chunk_scores(p, in, L, true, false, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
       c.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
       simd::scale_rows(L, K, in.k.data(), K, in.eg.data(), w, in.beta.data(), ws.KQ.data(), K);
       lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, wm(ch.index, hv), K, c);
@@ -116,7 +116,7 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
       const ChunkRef& ch = chunks[task / HV];
       const int64_t hv = task % HV, L = ch.L;
       ws.in.load(p, rows, p.seqs[ch.n], hv, {L, ch.t0, 0, 0});
-      chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
+      chunk_scores(p, in, L, false, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
       simd::scale_rows(L, K, in.q.data(), K, in.eg.data(), w, nullptr, ws.KQ.data(), K);
       gemm(L, V, K, ws.KQ.data(), K, hm(ch.index, hv), V, false, ws.X.data(), V, c);
       lower_times(L, V, ws.P.data(), C, vn(ch.index, hv), V, true, ws.X.data(), V, c);

@@ -66,7 +66,7 @@ void fused_head(const Problem& p, const RowLoader<float>& rows, const Work& wk, 
       ws.in.prefetch(p, s, wk.hv, {std::min(C, s.begin + s.len - ahead), ahead, wk.c0, Vc});
     }
     cnt.traffic_bytes += chunk_input_bytes(p, L, Vc);
-    chunk_scores(p, in, L, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
+    chunk_scores(p, in, L, true, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
     cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
     const float* e = in.eg.data();
     if (cfg.gemm_first) {
