@@ -2,6 +2,10 @@
 // thread counts (including the tail-split and column-split paths).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
+#include "exec/chunk_kernels.h"
 #include "hanpu/engine.h"
 #include "test_util.h"
 #include "verify/verify.h"
@@ -139,6 +143,42 @@ TEST(Engine, StrategyNamesRoundTrip) {
   }
   Strategy x;
   EXPECT_FALSE(parse_strategy("megakernel", &x));
+}
+
+}  // namespace
+}  // namespace hanpu
+
+namespace hanpu {
+namespace {
+
+// The engine's SIMD KDA scores against the scalar building block they replace, gates of -1000 included.
+TEST(Engine, KdaSimdScoresMatchTheScalarBuildingBlock) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd;
+  for (int64_t L : {1, 15, 16, 17, 33, 64}) {
+    for (int64_t K : {1, 17, 64, 128}) {
+      std::vector<float> q(L * K), k(L * K), beta(L), g(L * K);
+      for (float& x : q) x = nd(rng);
+      for (float& x : k) x = nd(rng);
+      for (float& x : beta) x = 0.5f;
+      for (int64_t i = 0; i < L * K; ++i) g[i] = i % 29 == 0 ? -1000.0f : -0.05f * std::fabs(nd(rng));
+      std::vector<double> G(L * K);
+      gate_cumsum(L, K, g.data(), G.data());
+      const int64_t ld = L + 1;
+      std::vector<float> A0(L * ld), P0(L * ld), A1(L * ld, 7.0f), P1(L * ld, 7.0f);
+      std::vector<float> s0((L + 2 * kIntraBlock) * K), s1(kda_scores_scratch(L, K));
+      kda_intra_scores(L, K, q.data(), k.data(), G.data(), beta.data(), A0.data(), P0.data(), ld, s0.data());
+      Counters cnt;
+      kda_scores_simd(L, K, q.data(), k.data(), G.data(), beta.data(), A1.data(), P1.data(), ld, s1.data(), cnt);
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t j = 0; j < L; ++j) {
+          ASSERT_TRUE(std::isfinite(A1[i * ld + j]) && std::isfinite(P1[i * ld + j]));
+          EXPECT_NEAR(A1[i * ld + j], A0[i * ld + j], 2e-5 * (1 + std::fabs(A0[i * ld + j]))) << L << " " << K;
+          EXPECT_NEAR(P1[i * ld + j], P0[i * ld + j], 2e-5 * (1 + std::fabs(P0[i * ld + j]))) << L << " " << K;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -96,12 +96,63 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   }
 }
 
+void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
+                     float* A, float* P, int64_t ld, float* scratch, Counters& cnt) {
+  const int64_t B = kIntraBlock;
+  float* kl = scratch;        // [L, K]  k_j o exp(G_n - G_j), j < n; then its transpose
+  float* klt = kl + L * K;    // [K, L]
+  float* e = klt + K * L;     // [B, K]  exponent factors of the current rows
+  float* kr = e + B * K;      // [B, K]
+  float* qr = kr + B * K;     // [B, K]
+  auto exp_diff = [&](int64_t rows, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t d = 0; d < K; ++d) out[r * K + d] = static_cast<float>(Ga[r * sa + d] - Gb[r * sb + d]);
+    }
+    simd::exp_f32(rows * K, out, out);
+  };
+  for (int64_t r0 = 0; r0 < L; r0 += B) {
+    const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;
+    const double* gn = G + r0 * K;
+    if (r0 > 0) {
+      exp_diff(r0, gn, 0, G, K, kl);  // exp(G_n - G_j)
+      simd::scale_rows(r0, K, Kc, K, kl, K, nullptr, kl, K);
+      pack_transposed(r0, K, kl, K, nullptr, 1, klt, r0);
+      exp_diff(m, G + r0 * K, K, gn, 0, e);  // exp(G_i - G_n)
+      simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
+      simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
+      gemm(m, r0, K, kr, K, klt, r0, false, A + r0 * ld, ld, cnt);
+      gemm(m, r0, K, qr, K, klt, r0, false, P + r0 * ld, ld, cnt);
+      for (int64_t i = r0; i < r1; ++i) {
+        for (int64_t j = 0; j < r0; ++j) A[i * ld + j] *= beta[i];
+      }
+    }
+    // Pairs inside the block, exactly: row i against rows j in [r0, i].
+    for (int64_t i = r0; i < r1; ++i) {
+      const int64_t nj = i - r0 + 1;
+      exp_diff(nj, G + i * K, 0, G + r0 * K, K, e);  // exp(G_i - G_j), j = r0 .. i
+      simd::scale_rows(nj, K, Kc + r0 * K, K, e, K, nullptr, e, K);
+      for (int64_t j = r0; j <= i; ++j) {
+        const float* kj = e + (j - r0) * K;
+        float sa = 0.0f, sp = 0.0f;
+        for (int64_t d = 0; d < K; ++d) {
+          sa += Kc[i * K + d] * kj[d];
+          sp += Q[i * K + d] * kj[d];
+        }
+        A[i * ld + j] = j < i ? beta[i] * sa : 0.0f;
+        P[i * ld + j] = sp;
+      }
+      std::fill(A + i * ld + i, A + i * ld + L, 0.0f);
+      std::fill(P + i * ld + i + 1, P + i * ld + L, 0.0f);
+      cnt.flops += 4.0 * nj * K;
+    }
+  }
+}
+
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
                   float* P, float* scratch, Counters& cnt) {
   const int64_t K = p.K, C = in.C;
   if (p.kind == Kind::kKda) {
-    kda_intra_scores(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
-    cnt.flops += 4.0 * L * L * K;  // both score matrices, as summed
+    kda_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch, cnt);
     return;
   }
   pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/decay.h"
 #include "ops/problem.h"
 #include "ops/rows.h"
 
@@ -56,6 +57,13 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
 // matrices asked for; KDA uses the exact reference-row split of kernels/decay.h, which forms both.
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
                   float* P, float* scratch, Counters& cnt);
+
+// KDA's A and P (the definitions of kda_intra_scores in kernels/decay.h, same sub-block split) with the
+// exponentials on the SIMD exp and the off-diagonal blocks on the SIMD GEMM. scratch holds
+// kda_scores_scratch(L, K) floats.
+void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
+                     float* A, float* P, int64_t ld, float* scratch, Counters& cnt);
+inline int64_t kda_scores_scratch(int64_t L, int64_t K) { return 2 * L * K + 3 * kIntraBlock * K; }
 
 // A gemm_nn call that counts its executed flops.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,

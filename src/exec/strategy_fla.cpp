@@ -24,7 +24,7 @@ struct FlaScratch {
   std::vector<float> kt, A, P, T, KQ, X, scratch;
   FlaScratch(int64_t C, int64_t K, int64_t V, int64_t w)
       : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KQ(C * K), X(C * std::max(K, V)),
-        scratch(std::max((C + 32) * K, kTrilBlock * C)) {}
+        scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
   int64_t bytes() const {
     return in.bytes() + static_cast<int64_t>((kt.size() + A.size() + P.size() + T.size() + KQ.size() + X.size() +
                                               scratch.size()) * sizeof(float));

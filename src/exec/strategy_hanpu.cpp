@@ -37,7 +37,7 @@ struct HeadWorkspace {
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V), X(C * std::max(K, V)), Vn(C * V), O(C * V),
-        KQ(C * K), S(K * V), S_next(K * V), scratch(std::max((C + 32) * K, kTrilBlock * C)) {}
+        KQ(C * K), S(K * V), S_next(K * V), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + P.size() + T.size() + KS.size() + X.size() + Vn.size() +
