@@ -89,6 +89,29 @@ TEST(Cli, EngineModeMatchesTheReferenceClosely) {
   EXPECT_EQ(run_cli("run --kind kda --in " + in + " --out " + out + " --mode engine --strategy megakernel", &log), 2);
 }
 
+TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
+  const std::string json_path = temp("bench.json");
+  std::string log;
+  ASSERT_EQ(run_cli("bench --ablation --tokens 64,130 --heads 2 --reps 1 --threads 2 --json " + json_path, &log), 0)
+      << log;
+  EXPECT_NE(log.find("FMA peak"), std::string::npos) << log;
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0.0);
+  ASSERT_EQ(j["records"].size(), 10u);  // 5 ablation steps x 2 lengths
+  for (const auto& r : j["records"]) {
+    for (const char* field : {"median_ms", "gflops", "utilization", "peak_workspace_bytes", "traffic_bytes"}) {
+      EXPECT_GT(r[field].get<double>(), 0.0) << field;
+    }
+    EXPECT_LT(r["nmse_o"].get<double>(), 1e-10);
+    EXPECT_LT(r["nmse_state"].get<double>(), 1e-10);
+  }
+  // chunk-first keeps one state per thread instead of two
+  EXPECT_LT(j["records"][3]["peak_workspace_bytes"].get<int64_t>(), j["records"][2]["peak_workspace_bytes"].get<int64_t>());
+  EXPECT_EQ(run_cli("bench --tokens 64 --strategies nope --reps 1", &log), 2);
+  EXPECT_NE(log.find("unknown strategy 'nope'"), std::string::npos) << log;
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

@@ -1,5 +1,5 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--strategies LIST] [--reps N] [--json FILE]
+//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--reps N] [--json FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -71,6 +71,8 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--threads", a->cfg.threads, "Threads (default: all CPUs)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", a->dtype, "Input dtype: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: fla,hanpu)")->delimiter(',');
+  app.add_flag("--ablation", a->cfg.ablation,
+               "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
   app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");
   app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");

@@ -52,6 +52,23 @@ double percentile_median(std::vector<double> v) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, EngineConfig>> ablation_steps() {
+  std::vector<std::pair<std::string, EngineConfig>> steps;
+  EngineConfig c;
+  c.strategy = Strategy::kFla;
+  steps.emplace_back("fla", c);
+  c.strategy = Strategy::kHanpu;
+  c.tail_split = c.chunk_first = c.gemm_first = false;
+  steps.emplace_back("+fusion", c);
+  c.tail_split = true;
+  steps.emplace_back("+tail-split", c);
+  c.chunk_first = true;
+  steps.emplace_back("+chunk-first", c);
+  c.gemm_first = true;
+  steps.emplace_back("+gemm-first", c);
+  return steps;
+}
+
 const std::vector<Preset>& bench_presets() {
   static const std::vector<Preset> presets = {
       {"qwen3.5-0.8b", Kind::kGdn, 16, 16, 128, 128},
@@ -82,11 +99,17 @@ double measure_fma_peak(int threads) {
 
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
   *out = BenchReport();
-  std::vector<Strategy> strategies;
-  for (const std::string& name : cfg.strategies) {
-    Strategy s;
-    if (!parse_strategy(name, &s)) return InvalidArgument("unknown strategy '" + name + "' (known: fla, hanpu)");
-    strategies.push_back(s);
+  std::vector<std::pair<std::string, EngineConfig>> runs;
+  if (cfg.ablation) {
+    runs = ablation_steps();
+  } else {
+    for (const std::string& name : cfg.strategies) {
+      EngineConfig ec;
+      if (!parse_strategy(name, &ec.strategy)) {
+        return InvalidArgument("unknown strategy '" + name + "' (known: fla, hanpu)");
+      }
+      runs.emplace_back(name, ec);
+    }
   }
   if (cfg.tokens.empty()) return InvalidArgument("tokens: give at least one sequence length");
   for (int64_t t : cfg.tokens) {
@@ -141,9 +164,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     Tensor ref_o(DType::kF64, {1, T, 1, V}), ref_s(DType::kF64, {1, 1, K, V});
     HANPU_RETURN_IF_ERROR(reference_forward(in0, opt, Outputs{ref_o.view(), ref_s.view()}));
     const std::vector<double> ro = to_doubles(ref_o.view()), rs = to_doubles(ref_s.view());
-    for (Strategy s : strategies) {
-      EngineConfig ec;
-      ec.strategy = s;
+    for (auto [label, ec] : runs) {
       ec.threads = threads;
       Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
       const Outputs outs{o.view(), st.view()};
@@ -158,7 +179,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       BenchRecord rec;
       rec.kind = kind_name(cfg.kind);
       rec.preset = cfg.preset;
-      rec.strategy = strategy_name(s);
+      rec.strategy = label;
       rec.dtype = dtype_name(cfg.dtype);
       rec.simd_target = stats.simd_target;
       rec.tokens = T;
@@ -191,12 +212,12 @@ std::string format_bench_table(const BenchReport& rep) {
   char line[512];
   std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s\n", rep.fma_peak_gflops);
   s += line;
-  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %-8s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind", "preset",
+  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind", "preset",
                 "dtype", "T", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s", "util", "ws_MiB", "traffic_MiB",
                 "nmse_o", "nmse_S");
   s += line;
   for (const BenchRecord& r : rep.records) {
-    std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7lld %-8s %9.2f %9.2f %9.2f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
+    std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7lld %-13s %9.2f %9.2f %9.2f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
                   r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), static_cast<long long>(r.tokens),
                   r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, 100 * r.utilization,
                   r.peak_workspace_bytes / 1048576.0, r.traffic_bytes / 1048576.0, r.nmse_o, r.nmse_state);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hanpu/engine.h"
@@ -18,12 +19,17 @@ struct Preset {
 };
 const std::vector<Preset>& bench_presets();
 
+// The ablation: fla, then the hanpu techniques added one at a time, cumulatively: head-level fusion
+// (hanpu with every switch off), + tail splitting, + chunk-first order, + GEMM-first order (= hanpu).
+std::vector<std::pair<std::string, EngineConfig>> ablation_steps();
+
 struct BenchConfig {
   std::string preset = "qwen3.5-0.8b";
   Kind kind = Kind::kGdn;
   int64_t H = 16, HV = 16, K = 128, V = 128;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
   std::vector<std::string> strategies = {"fla", "hanpu"};
+  bool ablation = false;  // run ablation_steps() instead of `strategies`
   int threads = 0;
   DType dtype = DType::kF32;
   int reps = 5;

@@ -33,15 +33,16 @@ struct Work {
 struct HeadWorkspace {
   int64_t C, K, V, w;
   ChunkInputs in;
-  std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, S, S_next, scratch;
+  std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, S, S_next, scratch;  // S_next: only without chunk-first
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V), X(C * std::max(K, V)), Vn(C * V), O(C * V),
-        KQ(C * K), S(K * V), S_next(K * V), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+        KQ(C * K), S(K * V), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + P.size() + T.size() + KS.size() + X.size() + Vn.size() +
                                O.size() + KQ.size() + S.size() + S_next.size() + scratch.size();
+    // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
     return in.bytes() + static_cast<int64_t>(floats * sizeof(float));
   }
 };
@@ -151,6 +152,11 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
       cached = std::make_unique<HeadWorkspace>(C, p.K, vmax, w);
     }
     HeadWorkspace& ws = *cached;
+    if (cfg.chunk_first) {
+      std::vector<float>().swap(ws.S_next);
+    } else {
+      ws.S_next.resize(ws.S.size());
+    }
     ws_bytes[t] = ws.bytes();
     for (const Work& wk : plan[t]) fused_head(p, rows, wk, cfg, ws, out, counters[t]);
   });
