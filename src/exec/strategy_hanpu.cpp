@@ -1,7 +1,7 @@
 // The hanpu strategy: head-level mapping with cross-operator fusion (HA-NPU §4-§5 on a CPU).
 //
 // One thread owns a (sequence, value head) and runs #1-#6 for all its chunks with the state and every
-// chunk intermediate in a per-thread workspace sized for its cache (~0.5 MiB at C = 64, K = V = 128):
+// chunk intermediate in a per-thread workspace sized for its cache (0.54 MiB at C = 64, K = V = 128):
 // nothing of size [T, ...] is written to memory. Heads are dealt to threads statically; the heads left
 // over after the full rounds ("tail heads") are split column-wise along V over the otherwise idle threads,
 // each recomputing the chunk's L x L work for its own columns, so no cross-thread reduction is needed.
@@ -12,7 +12,6 @@
 //   S <- e^{G_last} o S + (K o e^{G_last - G})^T V'        (chunk-first: in place, after the last read)
 // With gemm_first off it runs FLA's order: W = T diag(beta) (K o e^G), U = T diag(beta) V, V' = U - W S.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 
 #include "exec/strategies.h"
@@ -36,8 +35,9 @@ struct HeadWorkspace {
   std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, S, S_next, scratch;  // S_next: only without chunk-first
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
-      : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V), X(C * std::max(K, V)), Vn(C * V), O(C * V),
-        KQ(C * K), S(K * V), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+      : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V),
+        X(C * std::max(K, V)), Vn(C * V), O(C * V), KQ(C * K), S(K * V),
+        scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + P.size() + T.size() + KS.size() + X.size() + Vn.size() +
