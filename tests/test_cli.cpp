@@ -112,6 +112,23 @@ TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
   EXPECT_NE(log.find("unknown strategy 'nope'"), std::string::npos) << log;
 }
 
+TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
+  const std::string json_path = temp("bench_decode.json");
+  std::string log;
+  ASSERT_EQ(run_cli("bench --decode --heads 2 --reps 1 --json " + json_path, &log), 0) << log;
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["records"].size(), 7u);
+  int64_t batch = 1;
+  for (const auto& r : j["records"]) {
+    EXPECT_EQ(r["batch"], batch);
+    EXPECT_EQ(r["strategy"], "decode");
+    EXPECT_GT(r["median_ms"].get<double>(), 0.0);
+    EXPECT_TRUE(r["nmse_o"].is_null());
+    batch *= 2;
+  }
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

@@ -1,5 +1,5 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--reps N] [--json FILE]
+//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -73,6 +73,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: fla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
+  app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
   app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");
   app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");

@@ -97,6 +97,71 @@ double measure_fma_peak(int threads) {
   return total / slowest / 1e9;
 }
 
+namespace {
+
+// One decode step (one token for each of `batch` sequences, state slots updated in place) through
+// recurrent_decode_slots: median over reps after a warm-up. The decode path is single-threaded today.
+Status run_decode_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress,
+                        BenchReport* out) {
+  const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V, w = cfg.kind == Kind::kKda ? K : 1;
+  Options opt;
+  opt.kind = cfg.kind;
+  opt.use_qk_l2norm_in_kernel = true;
+  char line[256];
+  for (int64_t n : cfg.decode_batches) {
+    if (n < 1) return InvalidArgument("decode batch sizes must be >= 1, got " + std::to_string(n));
+    std::vector<float> q(n * H * K), k(n * H * K), v(n * HV * V), g(n * HV * w), beta(n * HV), pool(n * HV * K * V);
+    fill_uniform(q, cfg.seed, 1.7f);
+    fill_uniform(k, cfg.seed + 1, 1.7f);
+    fill_uniform(v, cfg.seed + 2, 1.7f);
+    fill_uniform(pool, cfg.seed + 5, 0.1f);
+    for (float& x : g) x = -0.01f;
+    for (float& x : beta) x = 0.5f;
+    std::vector<int64_t> slots(n);
+    for (int64_t i = 0; i < n; ++i) slots[i] = i;
+    Inputs in;
+    in.q = TensorView(q.data(), DType::kF32, {n, 1, H, K});
+    in.k = TensorView(k.data(), DType::kF32, {n, 1, H, K});
+    in.v = TensorView(v.data(), DType::kF32, {n, 1, HV, V});
+    in.g = cfg.kind == Kind::kKda ? TensorView(g.data(), DType::kF32, {n, 1, HV, K})
+                                  : TensorView(g.data(), DType::kF32, {n, 1, HV});
+    in.beta = TensorView(beta.data(), DType::kF32, {n, 1, HV});
+    std::vector<float> o(n * HV * V);
+    const TensorView pool_v(pool.data(), DType::kF32, {n, HV, K, V}), slots_v(slots.data(), DType::kI64, {n});
+    const TensorView o_v(o.data(), DType::kF32, {n, 1, HV, V});
+    HANPU_RETURN_IF_ERROR(recurrent_decode_slots(in, opt, pool_v, slots_v, o_v));  // warm-up
+    std::vector<double> times;
+    for (int r = 0; r < std::max(cfg.reps, 5); ++r) {
+      const auto t0 = Clock::now();
+      HANPU_RETURN_IF_ERROR(recurrent_decode_slots(in, opt, pool_v, slots_v, o_v));
+      times.push_back(ms_since(t0));
+    }
+    BenchRecord rec;
+    rec.kind = kind_name(cfg.kind);
+    rec.preset = cfg.preset;
+    rec.strategy = "decode";
+    rec.dtype = "F32";
+    rec.tokens = 1;
+    rec.batch = n;
+    rec.threads = 1;
+    rec.median_ms = percentile_median(times);
+    rec.min_ms = *std::min_element(times.begin(), times.end());
+    rec.max_ms = *std::max_element(times.begin(), times.end());
+    rec.flops = 8.0 * n * HV * K * V;  // decay, S^T k, rank-1 update, S^T q: 4 multiply-adds per state entry
+    rec.gflops = rec.flops / (rec.median_ms * 1e6);
+    rec.utilization = rec.gflops / out->fma_peak_gflops;
+    rec.nmse_o = rec.nmse_state = NAN;  // not measured here: decode accuracy is covered by tests and verify
+    rec.traffic_bytes = n * HV * K * V * 8 + static_cast<int64_t>((q.size() + k.size() + v.size() + o.size()) * 4);
+    std::snprintf(line, sizeof line, "decode %s batch %lld: %.1f us per step", rec.kind.c_str(),
+                  static_cast<long long>(n), rec.median_ms * 1e3);
+    progress(line);
+    out->records.push_back(rec);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
   *out = BenchReport();
   std::vector<std::pair<std::string, EngineConfig>> runs;
@@ -122,6 +187,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   std::snprintf(line, sizeof line, "fp32 FMA peak, %d threads, %s: %.1f GFLOP/s", threads, simd::target_name(),
                 out->fma_peak_gflops);
   progress(line);
+  if (cfg.decode) return run_decode_bench(cfg, progress, out);
 
   const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
   const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V, w = cfg.kind == Kind::kKda ? K : 1;
@@ -212,14 +278,15 @@ std::string format_bench_table(const BenchReport& rep) {
   char line[512];
   std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s\n", rep.fma_peak_gflops);
   s += line;
-  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind", "preset",
-                "dtype", "T", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s", "util", "ws_MiB", "traffic_MiB",
+  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %5s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind",
+                "preset", "dtype", "T", "batch", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s", "util", "ws_MiB", "traffic_MiB",
                 "nmse_o", "nmse_S");
   s += line;
   for (const BenchRecord& r : rep.records) {
-    std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7lld %-13s %9.2f %9.2f %9.2f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
+    std::snprintf(line, sizeof line,
+                  "%-4s %-13s %-5s %7lld %5lld %-13s %9.3f %9.3f %9.3f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
                   r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), static_cast<long long>(r.tokens),
-                  r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, 100 * r.utilization,
+                  static_cast<long long>(r.batch), r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, 100 * r.utilization,
                   r.peak_workspace_bytes / 1048576.0, r.traffic_bytes / 1048576.0, r.nmse_o, r.nmse_state);
     s += line;
   }
@@ -227,17 +294,18 @@ std::string format_bench_table(const BenchReport& rep) {
 }
 
 std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   nlohmann::json j;
   j["fma_peak_gflops"] = rep.fma_peak_gflops;
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();
   for (const BenchRecord& r : rep.records) {
-    j["records"].push_back({{"kind", r.kind}, {"preset", r.preset}, {"strategy", r.strategy}, {"tokens", r.tokens},
+    j["records"].push_back({{"kind", r.kind}, {"preset", r.preset}, {"strategy", r.strategy}, {"tokens", r.tokens}, {"batch", r.batch},
                             {"threads", r.threads}, {"dtype", r.dtype}, {"simd_target", r.simd_target},
                             {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
                             {"flops", r.flops}, {"gflops", r.gflops}, {"utilization", r.utilization},
                             {"peak_workspace_bytes", r.peak_workspace_bytes}, {"traffic_bytes", r.traffic_bytes},
-                            {"nmse_o", r.nmse_o}, {"nmse_state", r.nmse_state}});
+                            {"nmse_o", num(r.nmse_o)}, {"nmse_state", num(r.nmse_state)}});
   }
   return j.dump(2) + "\n";
 }

@@ -30,6 +30,8 @@ struct BenchConfig {
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
   std::vector<std::string> strategies = {"fla", "hanpu"};
   bool ablation = false;  // run ablation_steps() instead of `strategies`
+  bool decode = false;    // per-step latency of one decode token for batches of 1..64 sequences instead
+  std::vector<int64_t> decode_batches = {1, 2, 4, 8, 16, 32, 64};
   int threads = 0;
   DType dtype = DType::kF32;
   int reps = 5;
@@ -39,6 +41,7 @@ struct BenchConfig {
 struct BenchRecord {
   std::string kind, preset, strategy, dtype, simd_target;
   int64_t tokens = 0;
+  int64_t batch = 0;  // decode records: sequences decoded per step (0 for prefill records)
   int threads = 0;
   double median_ms = 0, min_ms = 0, max_ms = 0, gflops = 0, utilization = 0;
   int64_t peak_workspace_bytes = 0, traffic_bytes = 0;
