@@ -39,15 +39,27 @@ template <typename R>
 inline void store_elems(const TensorView& v, int64_t off, int64_t stride, int64_t n, const R* in) {
   unsigned char* base = static_cast<unsigned char*>(v.data);
   const int64_t es = static_cast<int64_t>(dtype_size(v.dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    unsigned char* p = base + (off + i * stride) * es;
-    switch (v.dtype) {
-      case DType::kF64: { double x = static_cast<double>(in[i]); std::memcpy(p, &x, 8); break; }
-      case DType::kF32: { float x = static_cast<float>(in[i]); std::memcpy(p, &x, 4); break; }
-      case DType::kF16: { uint16_t h = f32_to_f16_bits(static_cast<float>(in[i])); std::memcpy(p, &h, 2); break; }
-      case DType::kBF16: { uint16_t h = f32_to_bf16_bits(static_cast<float>(in[i])); std::memcpy(p, &h, 2); break; }
-      case DType::kI64: { int64_t x = static_cast<int64_t>(in[i]); std::memcpy(p, &x, 8); break; }
-    }
+  auto each = [&](auto convert) {
+    for (int64_t i = 0; i < n; ++i) convert(base + (off + i * stride) * es, in[i]);
+  };
+  switch (v.dtype) {
+    case DType::kF64: each([](unsigned char* p, R x) { double y = static_cast<double>(x); std::memcpy(p, &y, 8); }); break;
+    case DType::kF32:
+      if constexpr (sizeof(R) == 4) {
+        if (stride == 1) {  // the common contiguous case: one copy
+          std::memcpy(base + off * 4, in, static_cast<std::size_t>(n) * 4);
+          break;
+        }
+      }
+      each([](unsigned char* p, R x) { float y = static_cast<float>(x); std::memcpy(p, &y, 4); });
+      break;
+    case DType::kF16:
+      each([](unsigned char* p, R x) { uint16_t h = f32_to_f16_bits(static_cast<float>(x)); std::memcpy(p, &h, 2); });
+      break;
+    case DType::kBF16:
+      each([](unsigned char* p, R x) { uint16_t h = f32_to_bf16_bits(static_cast<float>(x)); std::memcpy(p, &h, 2); });
+      break;
+    case DType::kI64: each([](unsigned char* p, R x) { int64_t y = static_cast<int64_t>(x); std::memcpy(p, &y, 8); }); break;
   }
 }
 

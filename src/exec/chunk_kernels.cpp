@@ -88,6 +88,12 @@ void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const f
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
+void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt) {
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {

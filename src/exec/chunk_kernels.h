@@ -65,8 +65,10 @@ void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, cons
                      float* A, float* P, int64_t ld, float* scratch, Counters& cnt);
 inline int64_t kda_scores_scratch(int64_t L, int64_t K) { return 2 * L * K + 3 * kIntraBlock * K; }
 
-// A gemm_nn call that counts its executed flops.
+// gemm_nn / gemm_tn calls that count their executed flops.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt);
+void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc, Counters& cnt);
 
 }  // namespace hanpu

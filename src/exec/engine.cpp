@@ -36,9 +36,10 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   *st = RunStats();
   st->threads = threads;
   st->simd_target = simd::target_name();
+  const Outputs o = with_strides(out);
   switch (cfg.strategy) {
-    case Strategy::kFla: run_fla(p, pool, out, st); break;
-    case Strategy::kHanpu: run_hanpu(p, cfg, pool, out, st); break;
+    case Strategy::kFla: run_fla(p, pool, o, st); break;
+    case Strategy::kHanpu: run_hanpu(p, cfg, pool, o, st); break;
   }
   return Status::Ok();
 }

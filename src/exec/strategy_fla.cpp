@@ -100,9 +100,9 @@ void run_fla(const Problem& p, ThreadPool& pool, const Outputs& out, RunStats* s
         const float* uc = um(ch.index, hv);
         for (int64_t k = 0; k < L * V; ++k) vnc[k] = uc[k] - vnc[k];
         ws.in.load(p, rows, p.seqs[n], hv, {L, ch.t0, 0, V});
-        pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
+        simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);
         simd::scale_rows(K, V, S.data(), V, in.g_last.data(), w == 1 ? 0 : 1, nullptr, S.data(), V);
-        gemm(K, V, L, ws.kt.data(), L, vnc, V, true, S.data(), V, c);
+        gemm_tn(K, V, L, ws.KQ.data(), K, vnc, V, true, S.data(), V, c);
         // read W, U, k, g; write h[c], V'
         c.traffic_bytes += L * (K + V) * 4 + chunk_input_bytes(p, L, 0) + K * V * 4 + L * V * 4;
       }

@@ -20,8 +20,9 @@ constexpr int kMR = 8;
 constexpr int kMR = 6;
 #endif
 
-// C[MR rows, NV vectors] (+)= A[MR, Kd] B[Kd, NV vectors]. D is a full or a 1-lane tag (column tail).
-template <int MR, int NV, class D>
+// C[MR rows, NV vectors] (+)= op(A)[MR, Kd] B[Kd, NV vectors]. D is a full or a 1-lane tag (column tail).
+// op(A)[r, p] is A[r * lda + p], or A[p * lda + r] with TransA: the broadcast source is all that changes.
+template <bool TransA, int MR, int NV, class D>
 HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B,
                       int64_t ldb, bool accumulate, float* HWY_RESTRICT C, int64_t ldc) {
   using V = hn::Vec<D>;
@@ -34,7 +35,7 @@ HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda,
     V b[NV];
     for (int v = 0; v < NV; ++v) b[v] = hn::LoadU(d, B + p * ldb + v * nl);
     for (int r = 0; r < MR; ++r) {
-      const V a = hn::Set(d, A[r * lda + p]);
+      const V a = hn::Set(d, TransA ? A[p * lda + r] : A[r * lda + p]);
       for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
   }
@@ -44,23 +45,52 @@ HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda,
 }
 
 // All rows of one column block: MR-row blocks, then single rows.
-template <int NV, class D>
+template <bool TransA, int NV, class D>
 HWY_INLINE void ColumnBlock(D d, int64_t M, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
                             bool accumulate, float* C, int64_t ldc) {
+  const int64_t row_step = TransA ? 1 : lda;  // where row i of op(A) starts
   int64_t i = 0;
-  for (; i + kMR <= M; i += kMR) Block<kMR, NV>(d, Kd, A + i * lda, lda, B, ldb, accumulate, C + i * ldc, ldc);
-  for (; i < M; ++i) Block<1, NV>(d, Kd, A + i * lda, lda, B, ldb, accumulate, C + i * ldc, ldc);
+  for (; i + kMR <= M; i += kMR) {
+    Block<TransA, kMR, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
+  }
+  for (; i < M; ++i) Block<TransA, 1, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
+}
+
+template <bool TransA>
+void Gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
+          float* C, int64_t ldc) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + 2 * nl <= N; j += 2 * nl) ColumnBlock<TransA, 2>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  for (; j + nl <= N; j += nl) ColumnBlock<TransA, 1>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  const hn::CappedTag<float, 1> d1;  // the same MulAdd chain, one column at a time
+  for (; j < N; ++j) ColumnBlock<TransA, 1>(d1, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
 }
 
 void GemmNN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
             bool accumulate, float* C, int64_t ldc) {
+  Gemm<false>(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void GemmTN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+            bool accumulate, float* C, int64_t ldc) {
+  Gemm<true>(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+// sum x^2 over n floats: fp32 lanes, reduced in double.
+double SumSquares(int64_t n, const float* x) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
-  int64_t j = 0;
-  for (; j + 2 * nl <= N; j += 2 * nl) ColumnBlock<2>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
-  for (; j + nl <= N; j += nl) ColumnBlock<1>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
-  const hn::CappedTag<float, 1> d1;  // the same MulAdd chain, one column at a time
-  for (; j < N; ++j) ColumnBlock<1>(d1, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  auto acc = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + nl <= n; i += nl) {
+    const auto v = hn::LoadU(d, x + i);
+    acc = hn::MulAdd(v, v, acc);
+  }
+  double s = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
 }
 
 void ExpF32(int64_t n, const float* x, float* y) {
@@ -145,6 +175,8 @@ HWY_AFTER_NAMESPACE();
 namespace hanpu::simd {
 
 HWY_EXPORT(GemmNN);
+HWY_EXPORT(GemmTN);
+HWY_EXPORT(SumSquares);
 HWY_EXPORT(ExpF32);
 HWY_EXPORT(ColumnBlockWidth);
 HWY_EXPORT(TargetName);
@@ -172,6 +204,13 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 }
 
 void exp_f32(int64_t n, const float* x, float* y) { HWY_DYNAMIC_DISPATCH(ExpF32)(n, x, y); }
+
+void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmTN)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+double sum_squares(int64_t n, const float* x) { return HWY_DYNAMIC_DISPATCH(SumSquares)(n, x); }
 
 }  // namespace hanpu::simd
 #endif

@@ -22,6 +22,14 @@ int64_t gemm_column_block();
 void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc);
 
+// C[M, N] = (accumulate ? C : 0) + A^T B with A stored [Kd, M] row-major (lda >= M): the transposed
+// operand is read in place, no packing. Same per-column arithmetic as gemm_nn.
+void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc);
+
+// sum x[i]^2, i < n (fp32 lanes, reduced in double).
+double sum_squares(int64_t n, const float* x);
+
 // y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).
 void exp_f32(int64_t n, const float* x, float* y);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/simd.h"
+
 namespace hanpu {
 
 // softplus(x) = log(1 + e^x), the identity above 20 as in FLA's kernels.
@@ -35,6 +37,13 @@ inline void l2norm_inplace(R* x, int64_t n) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const R r = static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
+  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+// The fp32 paths sum the squares in SIMD fp32 lanes (reduced in double): the same rsqrt to ~1e-7.
+template <>
+inline void l2norm_inplace<float>(float* x, int64_t n) {
+  const float r = static_cast<float>(1.0 / std::sqrt(simd::sum_squares(n, x) + 1e-6));
   for (int64_t i = 0; i < n; ++i) x[i] *= r;
 }
 

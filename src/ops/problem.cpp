@@ -15,6 +15,21 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return os.str();
 }
 
+TensorView with_strides(TensorView v) {
+  if (v.strides.empty()) {
+    std::vector<int64_t> st(v.rank());
+    for (int d = 0; d < v.rank(); ++d) st[d] = v.stride(d);  // row-major, computed before strides is set
+    v.strides = std::move(st);
+  }
+  return v;
+}
+
+Outputs with_strides(const Outputs& out) {
+  Outputs o{with_strides(out.o), std::nullopt};
+  if (out.final_state) o.final_state = with_strides(*out.final_state);
+  return o;
+}
+
 namespace {
 
 // Rank, strides, data pointer and dtype class of one view.
@@ -178,6 +193,10 @@ Status validate_problem(const Inputs& in, const Options& opt, Mode mode, Problem
   }
   HANPU_RETURN_IF_ERROR(build_sequences(in, p));
   p->in = in;
+  for (TensorView* v : {&p->in.q, &p->in.k, &p->in.v, &p->in.g, &p->in.beta}) *v = with_strides(*v);
+  for (std::optional<TensorView>* v : {&p->in.initial_state, &p->in.cu_seqlens, &p->in.A_log, &p->in.dt_bias}) {
+    if (*v) **v = with_strides(**v);
+  }
   p->opt = opt;
   p->scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(static_cast<double>(p->K));
   if (in.initial_state) {

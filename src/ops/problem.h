@@ -40,6 +40,11 @@ Status validate_outputs(const Problem& p, const Outputs& out, Mode mode);
 // Checks a state tensor (initial_state, final_state or a slot pool) of `rows` leading entries.
 Status validate_state(const Problem& p, const TensorView& s, const char* name, int64_t rows, bool rows_fixed);
 
+// The view with its strides written out (row-major ones when it had none), so that stride(d) is a lookup
+// in hot loops.
+TensorView with_strides(TensorView v);
+Outputs with_strides(const Outputs& out);
+
 // Shape string "[a, b, c]".
 std::string shape_str(const std::vector<int64_t>& s);
 
