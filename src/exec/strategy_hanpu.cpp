@@ -1,7 +1,8 @@
 // The hanpu strategy: head-level mapping with cross-operator fusion (HA-NPU §4-§5 on a CPU).
 //
 // One thread owns a (sequence, value head) and runs #1-#6 for all its chunks with the state and every
-// chunk intermediate in a per-thread workspace sized for its cache (0.54 MiB at C = 64, K = V = 128):
+// chunk intermediate in a per-thread workspace sized for its cache (chunk buffers about 0.5 MiB at C = 64,
+// K = V = 128, plus up to 0.5 MiB of states when a thread runs several heads in lockstep, see run_group):
 // nothing of size [T, ...] is written to memory. Heads are dealt to threads statically; the heads left
 // over after the full rounds ("tail heads") are split column-wise along V over the otherwise idle threads,
 // each recomputing the chunk's L x L work for its own columns, so no cross-thread reduction is needed.
@@ -22,8 +23,9 @@ namespace hanpu {
 
 namespace {
 
-// How far ahead of the chunk being computed its input rows are prefetched (in chunks).
-constexpr int64_t kPrefetchChunks = 1;
+// States kept on-core per thread when heads run in lockstep groups: half of a 1 MiB L2, leaving the
+// other half for the chunk intermediates (about 0.5 MiB at C = 64, K = V = 128).
+constexpr int64_t kGroupStateBytes = 512 * 1024;
 
 struct Work {
   int64_t n, hv, c0, Vc;
@@ -32,86 +34,118 @@ struct Work {
 struct HeadWorkspace {
   int64_t C, K, V, w;
   ChunkInputs in;
-  std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, S, S_next, scratch;  // S_next: only without chunk-first
+  std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V),
-        X(C * std::max(K, V)), Vn(C * V), O(C * V), KQ(C * K), S(K * V),
+        X(C * std::max(K, V)), Vn(C * V), O(C * V), KQ(C * K),
         scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + P.size() + T.size() + KS.size() + X.size() + Vn.size() +
-                               O.size() + KQ.size() + S.size() + S_next.size() + scratch.size();
+                               O.size() + KQ.size() + states.size() + S_next.size() + scratch.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
     return in.bytes() + static_cast<int64_t>(floats * sizeof(float));
   }
 };
 
-void fused_head(const Problem& p, const RowLoader<float>& rows, const Work& wk, const EngineConfig& cfg,
-                HeadWorkspace& ws, const Outputs& out, Counters& cnt) {
-  const int64_t K = p.K, Vc = wk.Vc, C = ws.in.C, w = ws.in.w;
-  const Sequence& s = p.seqs[wk.n];
-  float* S = ws.S.data();
-  float* S_next = ws.S_next.data();
+// Loads the state of a head's column slice, or zeros.
+void begin_head(const Problem& p, const Work& wk, float* S, Counters& cnt) {
   if (p.in.initial_state) {
-    load_state(p, *p.in.initial_state, wk.n, wk.hv, S, wk.c0, Vc);
+    load_state(p, *p.in.initial_state, wk.n, wk.hv, S, wk.c0, wk.Vc);
+    cnt.traffic_bytes += p.K * wk.Vc * 4;
   } else {
-    std::fill(S, S + K * Vc, 0.0f);
+    std::fill(S, S + p.K * wk.Vc, 0.0f);
   }
-  const ChunkInputs& in = ws.in;
-  for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += C) {
-    const ChunkRows cr{std::min(C, s.begin + s.len - t0), t0, wk.c0, Vc};
-    const int64_t L = cr.L;
-    ws.in.load(p, rows, s, wk.hv, cr);
-    if (const int64_t ahead = t0 + kPrefetchChunks * C; ahead < s.begin + s.len) {
-      ws.in.prefetch(p, s, wk.hv, {std::min(C, s.begin + s.len - ahead), ahead, wk.c0, Vc});
-    }
-    cnt.traffic_bytes += chunk_input_bytes(p, L, Vc);
-    chunk_scores(p, in, L, true, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
-    cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
-    const float* e = in.eg.data();
-    if (cfg.gemm_first) {
-      // KS = (K o e) S;  X = diag(beta) (V - KS);  O = (Q~ o e) S
-      simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
-      gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
-      simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
-      gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-      simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
-      lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
-    } else {
-      // W = T diag(beta) (K o e);  U = T diag(beta) V;  V' = U - W S;  O = (Q~ o e) S
-      simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
-      lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
-      gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);             // W S
-      for (int64_t i = 0; i < L; ++i) {
-        for (int64_t j = 0; j < Vc; ++j) ws.X[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
-      }
-      lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
-      for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
-      simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
-      gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-    }
-    lower_times(L, Vc, ws.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
-    // State update after the last read of S this chunk.
-    simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);  // K o e^{G_last - G}
-    float* dst = cfg.chunk_first ? S : S_next;
-    simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
-    gemm_tn(K, Vc, L, ws.KQ.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
-    if (!cfg.chunk_first) std::swap(S, S_next);
-    for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
-    cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
-  }
-  if (out.final_state) store_state(p, *out.final_state, wk.n, wk.hv, S, wk.c0, Vc);
-  cnt.traffic_bytes += (p.in.initial_state ? 2 : 1) * K * Vc * 4;
 }
 
-// Static assignment: full rounds of whole heads, round-robin; then the tail heads, each split along V
-// (at multiples of the GEMM column block, for bit-identical results) over the threads t with t % R == r.
+ChunkRows chunk_at(const Problem& p, const Work& wk, int64_t t0) {
+  const Sequence& s = p.seqs[wk.n];
+  return {std::min<int64_t>(p.opt.chunk_size, s.begin + s.len - t0), t0, wk.c0, wk.Vc};
+}
+
+// #1-#6 of one chunk of one head, with its state S [K, Vc] updated in place (chunk-first) or through
+// S_next (old and new state co-reside).
+void head_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, const EngineConfig& cfg,
+                HeadWorkspace& ws, float* S, const ChunkRows& cr, const Outputs& out, Counters& cnt) {
+  const int64_t K = p.K, Vc = wk.Vc, C = ws.in.C, w = ws.in.w, L = cr.L;
+  const Sequence& s = p.seqs[wk.n];
+  const ChunkInputs& in = ws.in;
+  ws.in.load(p, rows, s, wk.hv, cr);
+  cnt.traffic_bytes += chunk_input_bytes(p, L, Vc);
+  chunk_scores(p, in, L, true, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
+  cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
+  const float* e = in.eg.data();
+  if (cfg.gemm_first) {
+    // KS = (K o e) S;  X = diag(beta) (V - KS);  O = (Q~ o e) S
+    simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
+    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
+    simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
+    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+    simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
+    lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
+  } else {
+    // W = T diag(beta) (K o e);  U = T diag(beta) V;  V' = U - W S;  O = (Q~ o e) S
+    simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
+    lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
+    gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);             // W S
+    for (int64_t i = 0; i < L; ++i) {
+      for (int64_t j = 0; j < Vc; ++j) ws.X[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
+    }
+    lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
+    for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
+    simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
+    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+  }
+  lower_times(L, Vc, ws.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
+  // State update after the last read of S this chunk.
+  simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);  // K o e^{G_last - G}
+  float* dst = cfg.chunk_first ? S : ws.S_next.data();
+  simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
+  gemm_tn(K, Vc, L, ws.KQ.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+  if (!cfg.chunk_first) std::copy(dst, dst + K * Vc, S);
+  for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
+  cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
+}
+
+// Runs a group of heads of one sequence (same column slice) chunk by chunk in lockstep: chunk c of every
+// head of the group, then chunk c + 1. Each head keeps its own state in the workspace; interleaving
+// changes no head's arithmetic, but the group's rows of a token are neighbours in memory ([B, T, H, K]),
+// so one page and a few cache lines serve them all instead of one scattered row per head. The next
+// (head, chunk) step's rows are prefetched while the current one computes.
+void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group, int64_t g, const EngineConfig& cfg,
+               HeadWorkspace& ws, const Outputs& out, Counters& cnt) {
+  const int64_t KV = p.K * group[0].Vc;
+  for (int64_t j = 0; j < g; ++j) begin_head(p, group[j], ws.states.data() + j * KV, cnt);
+  const Sequence& s = p.seqs[group[0].n];
+  for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += p.opt.chunk_size) {
+    for (int64_t j = 0; j < g; ++j) {
+      const int64_t nj = j + 1 < g ? j + 1 : 0, nt0 = j + 1 < g ? t0 : t0 + p.opt.chunk_size;
+      if (nt0 < s.begin + s.len) ws.in.prefetch(p, s, group[nj].hv, chunk_at(p, group[nj], nt0));
+      head_chunk(p, rows, group[j], cfg, ws, ws.states.data() + j * KV, chunk_at(p, group[j], t0), out, cnt);
+    }
+  }
+  for (int64_t j = 0; j < g; ++j) {
+    if (out.final_state) {
+      store_state(p, *out.final_state, group[j].n, group[j].hv, ws.states.data() + j * KV, group[j].c0, group[j].Vc);
+    }
+    cnt.traffic_bytes += KV * 4;
+  }
+}
+
+// Static assignment: the full rounds of whole heads as one contiguous block of (sequence, head) units per
+// thread; then the tail heads, each split along V (at multiples of the GEMM column block, for
+// bit-identical results) over the threads t with t % R == r. Without tail splitting every unit is dealt
+// whole, in contiguous blocks.
 std::vector<std::vector<Work>> assign(const Problem& p, const EngineConfig& cfg, int threads) {
   std::vector<std::vector<Work>> plan(threads);
   const int64_t units = p.N * p.HV;
   const int64_t full = cfg.tail_split ? units / threads * threads : units;
-  for (int64_t u = 0; u < full; ++u) plan[u % threads].push_back({u / p.HV, u % p.HV, 0, p.V});
+  for (int t = 0; t < threads; ++t) {
+    int64_t b, e;
+    static_range(full, threads, t, &b, &e);
+    for (int64_t u = b; u < e; ++u) plan[t].push_back({u / p.HV, u % p.HV, 0, p.V});
+  }
   const int64_t tail = units - full;
   if (tail == 0) return plan;
   const int64_t cb = simd::gemm_column_block();
@@ -145,6 +179,8 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
     if (plan[t].empty()) return;
     int64_t vmax = 0;
     for (const Work& wk : plan[t]) vmax = std::max(vmax, wk.Vc);
+    // Heads run in groups of up to g (consecutive units of one sequence and column slice).
+    const int64_t g_max = std::max<int64_t>(1, kGroupStateBytes / (p.K * vmax * 4));
     // The workspace outlives the call (one per pool thread), so repeated calls reuse warm memory.
     thread_local std::unique_ptr<HeadWorkspace> cached;
     const int64_t C = p.opt.chunk_size, w = p.gate_width();
@@ -152,13 +188,25 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
       cached = std::make_unique<HeadWorkspace>(C, p.K, vmax, w);
     }
     HeadWorkspace& ws = *cached;
-    if (cfg.chunk_first) {
-      std::vector<float>().swap(ws.S_next);
-    } else {
-      ws.S_next.resize(ws.S.size());
+    const std::vector<Work>& mine = plan[t];
+    std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) ranges of `mine`
+    int64_t g_used = 1;
+    for (std::size_t i = 0; i < mine.size();) {
+      std::size_t j = i + 1;
+      while (j < mine.size() && static_cast<int64_t>(j - i) < g_max && mine[j].n == mine[i].n &&
+             mine[j].c0 == mine[i].c0 && mine[j].Vc == mine[i].Vc) {
+        ++j;
+      }
+      groups.emplace_back(i, j);
+      g_used = std::max<int64_t>(g_used, static_cast<int64_t>(j - i));
+      i = j;
     }
+    ws.states.resize(g_used * p.K * vmax);
+    ws.S_next.resize(cfg.chunk_first ? 0 : p.K * vmax);
     ws_bytes[t] = ws.bytes();
-    for (const Work& wk : plan[t]) fused_head(p, rows, wk, cfg, ws, out, counters[t]);
+    for (const auto& [b, e] : groups) {
+      run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), cfg, ws, out, counters[t]);
+    }
   });
   if (!stats) return;
   for (int t = 0; t < threads; ++t) {
