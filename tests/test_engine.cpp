@@ -22,8 +22,14 @@ std::vector<EngineCase> engine_cases() {
   std::vector<EngineCase> cases;
   EngineConfig c;
   c.threads = 2;
+  c.strategy = Strategy::kNative;
+  cases.push_back({"native", c});
   c.strategy = Strategy::kFla;
   cases.push_back({"fla", c});
+  c.strategy = Strategy::kFlaMegakernel;
+  c.threads = 3;
+  cases.push_back({"fla-megakernel-3t", c});
+  c.threads = 2;
   c.strategy = Strategy::kHanpu;
   cases.push_back({"hanpu", c});
   EngineConfig off = c;
@@ -136,7 +142,8 @@ TEST(Engine, GemmFirstExecutesFewerFlops) {
 }
 
 TEST(Engine, StrategyNamesRoundTrip) {
-  for (Strategy s : {Strategy::kFla, Strategy::kHanpu}) {
+  EXPECT_EQ(all_strategies().size(), 4u);
+  for (Strategy s : all_strategies()) {
     Strategy back;
     ASSERT_TRUE(parse_strategy(strategy_name(s), &back));
     EXPECT_EQ(back, s);

@@ -96,8 +96,10 @@ Runner add_run_command(CLI::App& app) {
                  "chunk (prefill), engine (prefill on the multi-threaded SIMD engine), recurrent (decode) or "
                  "reference (fp64, F64 outputs)")
       ->check(CLI::IsMember({"chunk", "engine", "recurrent", "reference"}));
-  app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu or fla")
-      ->check(CLI::IsMember({"hanpu", "fla"}));
+  std::vector<std::string> names;
+  for (Strategy s : all_strategies()) names.push_back(strategy_name(s));
+  app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu, fla, fla-megakernel, native")
+      ->check(CLI::IsMember(names));
   app.add_option("--threads", a->threads, "Engine threads with --mode engine (default: all CPUs)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--scale", a->scale, "Query scale (default K^-1/2)");

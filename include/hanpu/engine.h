@@ -6,17 +6,21 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hanpu/ops.h"
 
 namespace hanpu {
 
 enum class Strategy {
-  kFla,    // chunk-head-chunk: #1-#4 over (head, chunk) -> W, U in memory; #5 over heads -> every chunk's
-           // state and V' in memory; #6 over (head, chunk)
-  kHanpu,  // head-level mapping with cross-operator fusion, plus the switchable techniques below
+  kNative,         // one pass per operator over the whole tensor, every intermediate in a full-size buffer
+  kFla,            // chunk-head-chunk: #1-#4 over (head, chunk) -> W, U in memory; #5 over heads -> every
+                   // chunk's state and V' in memory; #6 over (head, chunk); three launches
+  kFlaMegakernel,  // the fla dataflow inside one parallel region, barriers between the phases
+  kHanpu,          // head-level mapping with cross-operator fusion, plus the switchable techniques below
 };
 const char* strategy_name(Strategy s);
+const std::vector<Strategy>& all_strategies();
 bool parse_strategy(const std::string& name, Strategy* out);
 
 struct EngineConfig {

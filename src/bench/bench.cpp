@@ -171,7 +171,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     for (const std::string& name : cfg.strategies) {
       EngineConfig ec;
       if (!parse_strategy(name, &ec.strategy)) {
-        return InvalidArgument("unknown strategy '" + name + "' (known: fla, hanpu)");
+        std::string known;
+        for (Strategy s : all_strategies()) known += std::string(known.empty() ? "" : ", ") + strategy_name(s);
+        return InvalidArgument("unknown strategy '" + name + "' (known: " + known + ")");
       }
       runs.emplace_back(name, ec);
     }

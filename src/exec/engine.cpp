@@ -7,14 +7,22 @@ namespace hanpu {
 
 const char* strategy_name(Strategy s) {
   switch (s) {
+    case Strategy::kNative: return "native";
     case Strategy::kFla: return "fla";
+    case Strategy::kFlaMegakernel: return "fla-megakernel";
     case Strategy::kHanpu: return "hanpu";
   }
   return "?";
 }
 
+const std::vector<Strategy>& all_strategies() {
+  static const std::vector<Strategy> all = {Strategy::kNative, Strategy::kFla, Strategy::kFlaMegakernel,
+                                            Strategy::kHanpu};
+  return all;
+}
+
 bool parse_strategy(const std::string& name, Strategy* out) {
-  for (Strategy s : {Strategy::kFla, Strategy::kHanpu}) {
+  for (Strategy s : all_strategies()) {
     if (name == strategy_name(s)) {
       *out = s;
       return true;
@@ -37,9 +45,10 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   st->threads = threads;
   st->simd_target = simd::target_name();
   const Outputs o = with_strides(out);
-  switch (cfg.strategy) {
-    case Strategy::kFla: run_fla(p, pool, o, st); break;
-    case Strategy::kHanpu: run_hanpu(p, cfg, pool, o, st); break;
+  if (cfg.strategy == Strategy::kHanpu) {
+    run_hanpu(p, cfg, pool, o, st);
+  } else {
+    run_materialising(p, cfg.strategy, pool, o, st);
   }
   return Status::Ok();
 }
