@@ -73,7 +73,7 @@ TEST(Cli, EngineModeMatchesTheReferenceClosely) {
   std::string log;
   ASSERT_EQ(run_cli("run --kind kda --in " + in + " --out " + ref + " --mode reference --output-final-state", &log), 0)
       << log;
-  for (std::string strategy : {"hanpu", "fla", "fla-megakernel", "native"}) {
+  for (std::string strategy : {"hanpu", "fla", "fla-megakernel", "native", "flashqla"}) {
     ASSERT_EQ(run_cli("run --kind kda --in " + in + " --out " + out + " --mode engine --threads 2 --strategy " +
                           strategy + " --output-final-state",
                       &log),

@@ -30,6 +30,12 @@ std::vector<EngineCase> engine_cases() {
   c.threads = 3;
   cases.push_back({"fla-megakernel-3t", c});
   c.threads = 2;
+  c.strategy = Strategy::kFlashQla;
+  c.segment_chunks = 1;  // many segments even for short sequences
+  cases.push_back({"flashqla-seg1", c});
+  c.segment_chunks = 2;
+  cases.push_back({"flashqla-seg2", c});
+  c.segment_chunks = 0;
   c.strategy = Strategy::kHanpu;
   cases.push_back({"hanpu", c});
   EngineConfig off = c;
@@ -142,7 +148,7 @@ TEST(Engine, GemmFirstExecutesFewerFlops) {
 }
 
 TEST(Engine, StrategyNamesRoundTrip) {
-  EXPECT_EQ(all_strategies().size(), 4u);
+  EXPECT_EQ(all_strategies().size(), 5u);
   for (Strategy s : all_strategies()) {
     Strategy back;
     ASSERT_TRUE(parse_strategy(strategy_name(s), &back));

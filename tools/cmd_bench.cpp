@@ -70,7 +70,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--v-heads", a->v_heads, "value heads HV (default H)")->check(CLI::Range(1, 4096));
   app.add_option("--threads", a->cfg.threads, "Threads (default: all CPUs)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", a->dtype, "Input dtype: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,hanpu)")->delimiter(',');
+  app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
   app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");

@@ -98,7 +98,7 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"chunk", "engine", "recurrent", "reference"}));
   std::vector<std::string> names;
   for (Strategy s : all_strategies()) names.push_back(strategy_name(s));
-  app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu, fla, fla-megakernel, native")
+  app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu, fla, fla-megakernel, flashqla, native")
       ->check(CLI::IsMember(names));
   app.add_option("--threads", a->threads, "Engine threads with --mode engine (default: all CPUs)")
       ->check(CLI::Range(0, 1024));

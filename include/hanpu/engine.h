@@ -17,6 +17,8 @@ enum class Strategy {
   kFla,            // chunk-head-chunk: #1-#4 over (head, chunk) -> W, U in memory; #5 over heads -> every
                    // chunk's state and V' in memory; #6 over (head, chunk); three launches
   kFlaMegakernel,  // the fla dataflow inside one parallel region, barriers between the phases
+  kFlashQla,       // chunk-seg-seg: FlashQLA's segment-parallel state passing (warm-up from a zero state,
+                   // exact transition-matrix fallback, serial correction), then a fused pass per segment
   kHanpu,          // head-level mapping with cross-operator fusion, plus the switchable techniques below
 };
 const char* strategy_name(Strategy s);
@@ -30,6 +32,10 @@ struct EngineConfig {
   bool tail_split = true;   // split leftover heads column-wise along V over idle threads
   bool chunk_first = true;  // update the state in place after its last read (else old and new co-reside)
   bool gemm_first = true;   // K S, Q S, K K^T, Q K^T first; V' = T diag(beta) (V - diag(exp G) K S)
+  // flashqla: chunks per segment (0: FlashQLA's rule) and the log decay that ends a warm-up (FlashQLA
+  // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
+  int64_t segment_chunks = 0;
+  double flashqla_log_threshold = -25.0;
 };
 
 // What a run did, counted as it ran.

@@ -28,7 +28,7 @@ struct BenchConfig {
   Kind kind = Kind::kGdn;
   int64_t H = 16, HV = 16, K = 128, V = 128;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
-  std::vector<std::string> strategies = {"native", "fla", "fla-megakernel", "hanpu"};
+  std::vector<std::string> strategies = {"native", "fla", "fla-megakernel", "flashqla", "hanpu"};
   bool ablation = false;  // run ablation_steps() instead of `strategies`
   bool decode = false;    // per-step latency of one decode token for batches of 1..64 sequences instead
   std::vector<int64_t> decode_batches = {1, 2, 4, 8, 16, 32, 64};

@@ -10,6 +10,7 @@ const char* strategy_name(Strategy s) {
     case Strategy::kNative: return "native";
     case Strategy::kFla: return "fla";
     case Strategy::kFlaMegakernel: return "fla-megakernel";
+    case Strategy::kFlashQla: return "flashqla";
     case Strategy::kHanpu: return "hanpu";
   }
   return "?";
@@ -17,7 +18,7 @@ const char* strategy_name(Strategy s) {
 
 const std::vector<Strategy>& all_strategies() {
   static const std::vector<Strategy> all = {Strategy::kNative, Strategy::kFla, Strategy::kFlaMegakernel,
-                                            Strategy::kHanpu};
+                                            Strategy::kFlashQla, Strategy::kHanpu};
   return all;
 }
 
@@ -34,6 +35,12 @@ bool parse_strategy(const std::string& name, Strategy* out) {
 Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
                       RunStats* stats) {
   if (cfg.threads < 0) return InvalidArgument("threads must be >= 0, got " + std::to_string(cfg.threads));
+  if (cfg.segment_chunks < 0) {
+    return InvalidArgument("segment_chunks must be >= 0, got " + std::to_string(cfg.segment_chunks));
+  }
+  if (!(cfg.flashqla_log_threshold < 0)) {
+    return InvalidArgument("flashqla_log_threshold must be < 0, got " + std::to_string(cfg.flashqla_log_threshold));
+  }
   Problem p;
   HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kChunk, &p));
   HANPU_RETURN_IF_ERROR(validate_outputs(p, out, Mode::kChunk));
@@ -47,6 +54,8 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   const Outputs o = with_strides(out);
   if (cfg.strategy == Strategy::kHanpu) {
     run_hanpu(p, cfg, pool, o, st);
+  } else if (cfg.strategy == Strategy::kFlashQla) {
+    run_flashqla(p, cfg, pool, o, st);
   } else {
     run_materialising(p, cfg.strategy, pool, o, st);
   }

@@ -10,6 +10,7 @@ namespace hanpu {
 void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
 // native, fla and fla-megakernel (strategy_fla.cpp).
 void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats);
+void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
 
 // Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
 int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);

@@ -1,0 +1,204 @@
+// Intermediates in memory, indexed by (global chunk, value head): the building blocks of the
+// materialising strategies (native, fla, fla-megakernel in strategy_fla.cpp; flashqla).
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "exec/strategies.h"
+#include "kernels/simd.h"
+#include "kernels/tril_inverse.h"
+
+namespace hanpu {
+
+struct ChunkRef {
+  int64_t n, t0, L, index;  // sequence, first token, rows, global chunk index
+};
+
+struct Scratch {
+  ChunkInputs in;
+  int64_t loaded = -1;  // the task whose rows `in` holds
+  std::vector<float> kt, A, P, T, KQ, X, S, scratch;
+  Scratch(int64_t C, int64_t K, int64_t V, int64_t w)
+      : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KQ(C * K), X(C * std::max(K, V)), S(K * V),
+        scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+  int64_t bytes() const {
+    return in.bytes() + static_cast<int64_t>((kt.size() + A.size() + P.size() + T.size() + KQ.size() + X.size() +
+                                              S.size() + scratch.size()) * sizeof(float));
+  }
+};
+
+// The intermediates a materialising strategy keeps in memory, indexed by (global chunk, value head).
+class Materialised {
+ public:
+  Materialised(const Problem& p, bool native) : p_(p), rows_(p), native_(native) {
+    C_ = p.opt.chunk_size;
+    K_ = p.K;
+    V_ = p.V;
+    HV_ = p.HV;
+    w_ = p.gate_width();
+    for (int64_t n = 0; n < p.N; ++n) {
+      const Sequence& s = p.seqs[n];
+      for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += C_) {
+        chunks_.push_back({n, t0, std::min(C_, s.begin + s.len - t0), static_cast<int64_t>(chunks_.size())});
+      }
+    }
+    const int64_t tasks = this->tasks();
+    W_.resize(tasks * C_ * K_);
+    log_decay_.resize(tasks);
+    U_.resize(tasks * C_ * V_);
+    Vn_.resize(tasks * C_ * V_);
+    H_.resize(tasks * K_ * V_);
+    if (native_) {
+      for (int64_t i = 0; i < tasks; ++i) inputs_.emplace_back(C_, K_, V_, w_);
+      A_.resize(tasks * C_ * C_);
+      T_.resize(tasks * C_ * C_);
+    }
+  }
+
+  int64_t tasks() const { return static_cast<int64_t>(chunks_.size()) * HV_; }
+  const std::vector<ChunkRef>& chunks() const { return chunks_; }
+  // A bound on the log of the chunk's state-map norm, sum over tokens of max_d g[d], recorded by fused_wu.
+  double chunk_log_decay(int64_t task) const { return log_decay_[task]; }
+  int64_t units() const { return p_.N * HV_; }
+  int64_t bytes() const {
+    int64_t b = static_cast<int64_t>((W_.size() + U_.size() + Vn_.size() + H_.size() + A_.size() + T_.size()) * 4);
+    for (const ChunkInputs& in : inputs_) b += in.bytes();
+    return b;
+  }
+
+  // native #1: a chunk's rows and gate factors, stored.
+  void load(int64_t task, Counters& c) {
+    const ChunkRef& ch = chunks_[task / HV_];
+    inputs_[task].load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
+    c.traffic_bytes += chunk_input_bytes(p_, ch.L, V_) + inputs_[task].bytes();
+  }
+  // native #2 and #3: A, then T, each through memory.
+  void kkt(int64_t task, Scratch& ws, Counters& c) {
+    const int64_t L = chunks_[task / HV_].L;
+    chunk_scores(p_, inputs_[task], L, true, false, ws.kt.data(), a(task), ws.P.data(), ws.scratch.data(), c);
+    c.traffic_bytes += inputs_[task].bytes() + C_ * C_ * 4;
+  }
+  void solve(int64_t task, Scratch& ws, Counters& c) {
+    const int64_t L = chunks_[task / HV_].L;
+    c.flops += 2.0 * tril_unit_inverse_simd(L, a(task), C_, t(task), C_, ws.scratch.data());
+    c.traffic_bytes += 2 * C_ * C_ * 4;
+  }
+  // native #4: W and U from the stored inputs and T.
+  void wu_stored(int64_t task, Scratch& ws, Counters& c) {
+    wu(inputs_[task], t(task), task, ws, c);
+    c.traffic_bytes += inputs_[task].bytes() + C_ * C_ * 4;
+  }
+  // fla phase 1: #1-#4 fused per task, only W and U reach memory.
+  void fused_wu(int64_t task, Scratch& ws, Counters& c) {
+    const ChunkRef& ch = chunks_[task / HV_];
+    ws.in.load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
+    ws.loaded = task;
+    c.traffic_bytes += chunk_input_bytes(p_, ch.L, V_);
+    chunk_scores(p_, ws.in, ch.L, true, false, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
+    c.flops += 2.0 * tril_unit_inverse_simd(ch.L, ws.A.data(), C_, ws.T.data(), C_, ws.scratch.data());
+    wu(ws.in, ws.T.data(), task, ws, c);
+    // Bound on the chunk's state-map norm: each token's step scales S by diag(e^{g_t}) and then applies
+    // the non-expanding delta rule, which mixes channels, so the bound is sum_t max_d g_t[d] (per
+    // token; the per-channel chunk sums would miss a decay that moves from channel to channel).
+    double bound = 0;
+    for (int64_t i = 0; i < ch.L; ++i) {
+      const float* g = ws.in.graw.data() + i * w_;
+      bound += *std::max_element(g, g + w_);
+    }
+    log_decay_[task] = bound;
+  }
+
+  // One chunk of the state recurrence on a [K, width] matrix X, in place:
+  //   V' = (with_u ? U : 0) - W X,   X <- e^{G_last} o X + (K o e^{G_last - G})^T V'
+  // width V advances a state; width K with_u = false advances a transition matrix (the state map's
+  // linear part). V' goes to vn when given.
+  void advance(int64_t task, Scratch& ws, float* X, int64_t width, bool with_u, Counters& c, float* vn = nullptr) {
+    const ChunkRef& ch = chunks_[task / HV_];
+    const int64_t L = ch.L;
+    float* v = vn ? vn : ws.X.data();
+    gemm(L, width, K_, W_.data() + task * C_ * K_, K_, X, width, false, v, width, c);  // W X
+    const float* uc = U_.data() + task * C_ * V_;
+    for (int64_t k = 0; k < L * width; ++k) v[k] = (with_u ? uc[k] : 0.0f) - v[k];
+    const ChunkInputs& in = input(task, ws, ch);
+    simd::scale_rows(L, K_, in.k.data(), K_, in.eg_last.data(), w_, nullptr, ws.KQ.data(), K_);
+    simd::scale_rows(K_, width, X, width, in.g_last.data(), w_ == 1 ? 0 : 1, nullptr, X, width);
+    gemm_tn(K_, width, L, ws.KQ.data(), K_, v, width, true, X, width, c);
+    c.traffic_bytes += L * (K_ + V_) * 4 + chunk_input_bytes(p_, L, 0);
+  }
+  // #5 for one (sequence, value head): every h[c] and V' to memory.
+  void states(int64_t u, Scratch& ws, Counters& c, const Outputs& out) {
+    const int64_t n = u / HV_, hv = u % HV_;
+    float* S = ws.S.data();
+    if (p_.in.initial_state) {
+      load_state(p_, *p_.in.initial_state, n, hv, S);
+      c.traffic_bytes += K_ * V_ * 4;
+    } else {
+      std::fill(S, S + K_ * V_, 0.0f);
+    }
+    for (const ChunkRef& ch : chunks_) {
+      if (ch.n != n) continue;
+      const int64_t task = ch.index * HV_ + hv;
+      std::copy(S, S + K_ * V_, H_.data() + task * K_ * V_);  // h[c]
+      advance(task, ws, S, V_, true, c, Vn_.data() + task * C_ * V_);
+      c.traffic_bytes += K_ * V_ * 4 + ch.L * V_ * 4;  // h[c] and V' written
+    }
+    if (out.final_state) store_state(p_, *out.final_state, n, hv, S);
+    c.traffic_bytes += K_ * V_ * 4;
+  }
+  // #6 for one task from the materialised h[c] and V'.
+  void output(int64_t task, Scratch& ws, Counters& c, const Outputs& out) {
+    output_from(task, ws, H_.data() + task * K_ * V_, Vn_.data() + task * C_ * V_, c, out);
+    c.traffic_bytes += K_ * V_ * 4 + chunks_[task / HV_].L * V_ * 4;  // h[c] and V' read
+  }
+
+  // The inputs of a task: stored (native), or loaded into the scratch unless it holds them already.
+  const ChunkInputs& input(int64_t task, Scratch& ws, const ChunkRef& ch) {
+    if (native_) return inputs_[task];
+    if (ws.loaded != task) {
+      ws.in.load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
+      ws.loaded = task;
+    }
+    return ws.in;
+  }
+
+  // O rows of one chunk from the state at its start S and its V': O = (Q~ o e^G) S + P V'.
+  void output_from(int64_t task, Scratch& ws, const float* S, const float* vn, Counters& c, const Outputs& out) {
+    const ChunkRef& ch = chunks_[task / HV_];
+    const int64_t hv = task % HV_, L = ch.L;
+    const ChunkInputs& in = input(task, ws, ch);
+    chunk_scores(p_, in, L, false, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
+    simd::scale_rows(L, K_, in.q.data(), K_, in.eg.data(), w_, nullptr, ws.KQ.data(), K_);
+    gemm(L, V_, K_, ws.KQ.data(), K_, S, V_, false, ws.X.data(), V_, c);
+    lower_times(L, V_, ws.P.data(), C_, vn, V_, true, ws.X.data(), V_, c);
+    for (int64_t i = 0; i < L; ++i) store_o_row(out.o, p_.seqs[ch.n].batch, ch.t0 + i, hv, V_, ws.X.data() + i * V_);
+    c.traffic_bytes += chunk_input_bytes(p_, L, 0) + L * V_ * static_cast<int64_t>(dtype_size(out.o.dtype));
+  }
+
+ private:
+  float* a(int64_t task) { return A_.data() + task * C_ * C_; }
+  float* t(int64_t task) { return T_.data() + task * C_ * C_; }
+
+  void wu(const ChunkInputs& in, const float* T, int64_t task, Scratch& ws, Counters& c) {
+    const int64_t L = chunks_[task / HV_].L;
+    simd::scale_rows(L, K_, in.k.data(), K_, in.eg.data(), w_, in.beta.data(), ws.KQ.data(), K_);
+    lower_times(L, K_, T, C_, ws.KQ.data(), K_, false, W_.data() + task * C_ * K_, K_, c);
+    for (int64_t i = 0; i < L; ++i) {
+      for (int64_t j = 0; j < V_; ++j) ws.X[i * V_ + j] = in.beta[i] * in.v[i * V_ + j];
+    }
+    lower_times(L, V_, T, C_, ws.X.data(), V_, false, U_.data() + task * C_ * V_, V_, c);
+    c.traffic_bytes += L * (K_ + V_) * 4;  // W, U written
+  }
+
+  const Problem& p_;
+  const RowLoader<float> rows_;
+  const bool native_;
+  int64_t C_, K_, V_, HV_, w_;
+  std::vector<ChunkRef> chunks_;
+  std::vector<float> W_, U_, Vn_, H_, A_, T_;
+  std::vector<double> log_decay_;
+  std::vector<ChunkInputs> inputs_;
+};
+
+}  // namespace hanpu

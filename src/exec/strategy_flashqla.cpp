@@ -1,0 +1,151 @@
+// The flashqla baseline: FlashQLA's chunk-seg-seg dataflow (QwenLM/FlashQLA, summarised in
+// shared/research/fla_semantics.md §7) on the engine's kernels.
+//
+//   1. over (chunk, value head): #1-#4 -> W, U in memory (as fla), plus each chunk's decay
+//   2. over (value head, segment), segments of Lseg chunks: from a zero state, run the recurrence over
+//      the segment's last "warm-up" chunks, walking back until the accumulated decay falls below
+//      e^log_threshold; that gives the segment's end state up to terms attenuated below the threshold.
+//      A head whose segment never decays that far is a fallback: its warm-up is the whole segment and
+//      the segment's exact transition matrix M (K x K, the state map's linear part) is formed too.
+//   3. over (sequence, value head), serially over segments: h0[i+1] = ht[i] + (fallback ? M[i] h0[i] : 0)
+//   4. over (value head, segment): from h0, the fused recurrence and output of every chunk.
+// FlashQLA uses e^-10, which drops state contributions of relative size ~4.5e-5 (NMSE ~2e-9, above the
+// 1e-10 fp32 bar of DESIGN.md §1); hanpu's default is e^-25 (~1.4e-11). Like FlashQLA, the bound assumes
+// the delta-rule step is non-expanding (beta |k|^2 <= 2, e.g. l2-normalised keys).
+#include <cmath>
+
+#include "exec/materialised.h"
+
+namespace hanpu {
+
+namespace {
+
+struct Segment {
+  int64_t n, first, count;  // sequence, first global chunk, chunks
+};
+
+// FlashQLA's segment length rule, max(4, 2^round(log2(3 sqrt(HV * chunks / workers)))), with threads
+// in place of SMs.
+int64_t segment_length(int64_t HV, int64_t chunks, int threads) {
+  const double x = 3.0 * std::sqrt(static_cast<double>(HV) * static_cast<double>(chunks) / threads);
+  return std::max<int64_t>(4, int64_t{1} << static_cast<int>(std::lround(std::log2(std::max(1.0, x)))));
+}
+
+}  // namespace
+
+void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
+  const int threads = pool.size();
+  const int64_t K = p.K, V = p.V, HV = p.HV;
+  Materialised m(p, false);
+  const std::vector<ChunkRef>& chunks = m.chunks();
+  const int64_t lseg = cfg.segment_chunks > 0
+                           ? cfg.segment_chunks
+                           : segment_length(HV, static_cast<int64_t>(chunks.size()), threads);
+  std::vector<Segment> segs;
+  std::vector<int64_t> first_seg(p.N + 1, 0);  // segments of sequence n: [first_seg[n], first_seg[n + 1])
+  for (int64_t n = 0, c = 0; n < p.N; ++n) {
+    first_seg[n] = static_cast<int64_t>(segs.size());
+    int64_t count = 0;
+    while (c + count < static_cast<int64_t>(chunks.size()) && chunks[c + count].n == n) ++count;
+    for (int64_t s = 0; s < count; s += lseg) segs.push_back({n, c + s, std::min(lseg, count - s)});
+    c += count;
+  }
+  first_seg[p.N] = static_cast<int64_t>(segs.size());
+  const int64_t NS = static_cast<int64_t>(segs.size());
+  // Per (segment, value head): end state from the warm-up, initial state, transition matrix if fallback.
+  std::vector<float> ht(NS * HV * K * V), h0(NS * HV * K * V), M(NS * HV * K * K);
+  std::vector<char> fallback(NS * HV, 0);
+  std::vector<int64_t> warmup(NS * HV, 0);
+
+  std::vector<std::unique_ptr<Scratch>> ws(threads);
+  for (auto& s : ws) s = std::make_unique<Scratch>(p.opt.chunk_size, K, V, p.gate_width());
+  std::vector<Counters> cnt(threads);
+  auto launch = [&](int64_t items, const auto& fn) {
+    pool.run([&](int t) {
+      int64_t b, e;
+      static_range(items, threads, t, &b, &e);
+      for (int64_t i = b; i < e; ++i) fn(i, *ws[t], cnt[t]);
+    });
+  };
+  // 1. W, U and chunk decays.
+  launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.fused_wu(i, s, c); });
+  // 2. Warm-up end states (every segment but the last of its sequence), and transition matrices.
+  launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+    const Segment& sg = segs[i / HV];
+    const int64_t hv = i % HV;
+    if (i / HV + 1 == first_seg[sg.n + 1]) return;  // the last segment's end is the final state: phase 4
+    int64_t wc = 0;
+    double decay = 0;
+    while (wc < sg.count && decay >= cfg.flashqla_log_threshold) {
+      decay += m.chunk_log_decay((sg.first + sg.count - 1 - wc) * HV + hv);
+      ++wc;
+    }
+    const bool fb = decay >= cfg.flashqla_log_threshold;  // never decayed enough over the whole segment
+    fallback[i] = fb;
+    warmup[i] = wc;
+    float* h = ht.data() + i * K * V;
+    std::fill(h, h + K * V, 0.0f);
+    for (int64_t c0 = sg.first + sg.count - wc; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, h, V, true, c);
+    if (!fb) return;
+    float* mat = M.data() + i * K * K;
+    std::fill(mat, mat + K * K, 0.0f);
+    for (int64_t d = 0; d < K; ++d) mat[d * K + d] = 1.0f;
+    for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, mat, K, false, c);
+  });
+  // 3. Serial correction of segment initial states, per (sequence, value head).
+  launch(p.N * HV, [&](int64_t u, Scratch&, Counters& c) {
+    const int64_t n = u / HV, hv = u % HV;
+    for (int64_t g = first_seg[n]; g < first_seg[n + 1]; ++g) {
+      float* h = h0.data() + (g * HV + hv) * K * V;
+      if (g == first_seg[n]) {
+        if (p.in.initial_state) {
+          load_state(p, *p.in.initial_state, n, hv, h);
+        } else {
+          std::fill(h, h + K * V, 0.0f);
+        }
+        continue;
+      }
+      const int64_t prev = (g - 1) * HV + hv;
+      const float* hp = h0.data() + prev * K * V;
+      const float* e = ht.data() + prev * K * V;
+      if (fallback[prev]) {
+        gemm(K, V, K, M.data() + prev * K * K, K, hp, V, false, h, V, c);  // M h0[prev]
+        for (int64_t k = 0; k < K * V; ++k) h[k] += e[k];
+      } else {
+        std::copy(e, e + K * V, h);
+      }
+    }
+  });
+  // 4. Fused recurrence and output per (segment, value head), from the corrected initial states.
+  launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+    const Segment& sg = segs[i / HV];
+    const int64_t hv = i % HV;
+    float* S = s.S.data();
+    std::copy(h0.data() + i * K * V, h0.data() + (i + 1) * K * V, S);
+    std::vector<float> state_in(K * V), vn(p.opt.chunk_size * V);
+    for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) {
+      std::copy(S, S + K * V, state_in.begin());
+      m.advance(c0 * HV + hv, s, S, V, true, c, vn.data());
+      m.output_from(c0 * HV + hv, s, state_in.data(), vn.data(), c, out);
+    }
+    if (i / HV + 1 == first_seg[sg.n + 1] && out.final_state) store_state(p, *out.final_state, sg.n, hv, S);
+  });
+  // Empty sequences have no segment: their final state is their initial state.
+  for (int64_t n = 0; n < p.N && out.final_state; ++n) {
+    if (first_seg[n] != first_seg[n + 1]) continue;
+    std::vector<float> S(K * V, 0.0f);
+    for (int64_t hv = 0; hv < HV; ++hv) {
+      if (p.in.initial_state) load_state(p, *p.in.initial_state, n, hv, S.data());
+      store_state(p, *out.final_state, n, hv, S.data());
+    }
+  }
+  if (!stats) return;
+  stats->peak_workspace_bytes = m.bytes() + static_cast<int64_t>((ht.size() + h0.size() + M.size()) * 4);
+  for (int t = 0; t < threads; ++t) {
+    stats->flops += cnt[t].flops;
+    stats->traffic_bytes += cnt[t].traffic_bytes;
+    stats->peak_workspace_bytes += ws[t]->bytes();
+  }
+}
+
+}  // namespace hanpu
