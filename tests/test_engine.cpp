@@ -196,3 +196,56 @@ TEST(Engine, KdaSimdScoresMatchTheScalarBuildingBlock) {
 
 }  // namespace
 }  // namespace hanpu
+
+namespace hanpu {
+namespace {
+
+// The engine's SIMD decode against recurrent_decode_slots: both state layouts, an in-place pool and a
+// pool with a non-unit last stride (copy path), padding, several tokens per sequence, 1-3 threads.
+TEST(Engine, DecodeSlotsMatchesTheRecurrentPath) {
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (bool v_first : {false, true}) {
+      for (bool strided_pool : {false, true}) {
+        const int64_t N = 3, HV = 4, K = 40, V = 24, P = 6;
+        TensorFile f = testing::small_problem(kind, DType::kF32, 1, 7, 2, HV, K, V, 9);
+        f.tensors["cu_seqlens"] = testing::tensor_of(DType::kI64, {N + 1}, {0, 1, 3, 7});
+        Inputs in;
+        ASSERT_TRUE(bind_inputs(f, &in).ok());
+        Options opt;
+        opt.kind = kind;
+        opt.state_v_first = v_first;
+        opt.use_qk_l2norm_in_kernel = true;
+        const std::vector<int64_t> shape = v_first ? std::vector<int64_t>{P, HV, V, K} : std::vector<int64_t>{P, HV, K, V};
+        std::mt19937_64 rng(4);
+        const Tensor pool0 = testing::random_tensor(DType::kF32, shape, rng, 0.3);
+        const Tensor slots = testing::tensor_of(DType::kI64, {N}, {4, -1, 1});
+        Tensor ref_pool = pool0, o_ref(DType::kF32, {1, 7, HV, V});
+        ASSERT_TRUE(recurrent_decode_slots(in, opt, ref_pool.view(), slots.view(), o_ref.view()).ok());
+        for (int threads = 1; threads <= 3; ++threads) {
+          // the pool under test: contiguous, or every element two floats apart (last stride 2)
+          std::vector<float> storage(pool0.numel() * (strided_pool ? 2 : 1), NAN);
+          const std::vector<double> p0 = to_doubles(pool0.view());
+          for (std::size_t i = 0; i < p0.size(); ++i) storage[i * (strided_pool ? 2 : 1)] = static_cast<float>(p0[i]);
+          TensorView pool(storage.data(), DType::kF32, shape);
+          if (strided_pool) pool.strides = {HV * shape[2] * shape[3] * 2, shape[2] * shape[3] * 2, shape[3] * 2, 2};
+          Tensor o(DType::kF32, {1, 7, HV, V});
+          EngineConfig cfg;
+          cfg.threads = threads;
+          RunStats st;
+          ASSERT_TRUE(engine_decode_slots(in, opt, cfg, pool, slots.view(), o.view(), &st).ok());
+          EXPECT_LT(nmse(to_doubles(o.view()), to_doubles(o_ref.view())), 1e-12) << kind_name(kind) << v_first;
+          const std::vector<double> got = to_doubles(pool), want = to_doubles(ref_pool.view());
+          EXPECT_LT(nmse(got, want), 1e-12);
+          const int64_t per = HV * K * V;
+          for (int64_t slot : {0, 2, 3, 5}) {  // untouched slots are bit-exact
+            for (int64_t j = 0; j < per; ++j) ASSERT_EQ(got[slot * per + j], p0[slot * per + j]) << slot;
+          }
+          EXPECT_GT(st.flops, 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hanpu

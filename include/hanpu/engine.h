@@ -51,4 +51,9 @@ struct RunStats {
 Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
                       RunStats* stats = nullptr);
 
+// Continuous-batching decode on the engine: the semantics of recurrent_decode_slots (ops.h), with the
+// SIMD decode kernel and the (sequence, value head) units spread over the threads.
+Status engine_decode_slots(const Inputs& in, const Options& opt, const EngineConfig& cfg, const TensorView& state_pool,
+                           const TensorView& slot_indices, const TensorView& o, RunStats* stats = nullptr);
+
 }  // namespace hanpu

@@ -163,6 +163,91 @@ void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v,
   }
 }
 
+// Columns [j, j + NV lanes) of one decode token on a k-first state, with S^T k and S^T q accumulated in
+// registers (two passes over the rows of this column tile, the tile of S staying in L1 between them).
+template <int NV, class D>
+HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                           const float* v, float beta, float* o) {
+  using Vec = hn::Vec<D>;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  Vec acc[NV];
+  for (int i = 0; i < NV; ++i) acc[i] = hn::Zero(d);
+  for (int64_t r = 0; r < K; ++r) {  // S <- diag(decay) S;  acc = S^T k
+    float* s = S + r * lds;
+    const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]);
+    for (int i = 0; i < NV; ++i) {
+      const Vec x = hn::Mul(hn::LoadU(d, s + i * nl), dr);
+      hn::StoreU(x, d, s + i * nl);
+      acc[i] = hn::MulAdd(x, kr, acc[i]);
+    }
+  }
+  Vec u[NV];
+  for (int i = 0; i < NV; ++i) {
+    u[i] = hn::Mul(hn::Set(d, beta), hn::Sub(hn::LoadU(d, v + i * nl), acc[i]));
+    acc[i] = hn::Zero(d);
+  }
+  for (int64_t r = 0; r < K; ++r) {  // S <- S + k u^T;  acc = S^T q
+    float* s = S + r * lds;
+    const Vec kr = hn::Set(d, k[r]), qr = hn::Set(d, q[r]);
+    for (int i = 0; i < NV; ++i) {
+      const Vec x = hn::MulAdd(kr, u[i], hn::LoadU(d, s + i * nl));
+      hn::StoreU(x, d, s + i * nl);
+      acc[i] = hn::MulAdd(x, qr, acc[i]);
+    }
+  }
+  for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], d, o + i * nl);
+}
+
+// One decode token on a k-first state S [K, V] (row stride lds), in place (DESIGN.md §1):
+//   S <- diag(decay) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q
+// Column tiles of four vectors, then one vector, then single lanes. decay has K entries.
+void DecodeKFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                  const float* v, float beta, float* o) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + 4 * nl <= V; j += 4 * nl) DecodeTile<4>(d, K, S + j, lds, decay, q, k, v + j, beta, o + j);
+  for (; j + nl <= V; j += nl) DecodeTile<1>(d, K, S + j, lds, decay, q, k, v + j, beta, o + j);
+  for (; j < V; ++j) DecodeTile<1>(d1, K, S + j, lds, decay, q, k, v + j, beta, o + j);
+}
+
+// The same token on a v-first state S [V, K]: one pass, row j of S is column j of the k-first state.
+void DecodeVFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                  const float* v, float beta, float* o) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < V; ++j) {
+    float* s = S + j * lds;
+    auto acc = hn::Zero(d);
+    int64_t r = 0;
+    for (; r + nl <= K; r += nl) {
+      const auto x = hn::Mul(hn::LoadU(d, s + r), hn::LoadU(d, decay + r));
+      hn::StoreU(x, d, s + r);
+      acc = hn::MulAdd(x, hn::LoadU(d, k + r), acc);
+    }
+    float kv = hn::GetLane(hn::SumOfLanes(d, acc));
+    for (; r < K; ++r) {
+      s[r] *= decay[r];
+      kv += s[r] * k[r];
+    }
+    const float uj = beta * (v[j] - kv);
+    acc = hn::Zero(d);
+    r = 0;
+    for (; r + nl <= K; r += nl) {
+      const auto x = hn::MulAdd(hn::Set(d, uj), hn::LoadU(d, k + r), hn::LoadU(d, s + r));
+      hn::StoreU(x, d, s + r);
+      acc = hn::MulAdd(x, hn::LoadU(d, q + r), acc);
+    }
+    float oj = hn::GetLane(hn::SumOfLanes(d, acc));
+    for (; r < K; ++r) {
+      s[r] += uj * k[r];
+      oj += s[r] * q[r];
+    }
+    o[j] = oj;
+  }
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -183,6 +268,18 @@ HWY_EXPORT(TargetName);
 HWY_EXPORT(FmaPeak);
 HWY_EXPORT(ScaleRows);
 HWY_EXPORT(BetaResidual);
+HWY_EXPORT(DecodeKFirst);
+HWY_EXPORT(DecodeVFirst);
+
+void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                    const float* v, float beta, float* o) {
+  HWY_DYNAMIC_DISPATCH(DecodeKFirst)(K, V, S, lds, decay, q, k, v, beta, o);
+}
+
+void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                    const float* v, float beta, float* o) {
+  HWY_DYNAMIC_DISPATCH(DecodeVFirst)(K, V, S, lds, decay, q, k, v, beta, o);
+}
 
 void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                 const float* rowscale, float* dst, int64_t ldd) {

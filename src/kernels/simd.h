@@ -43,6 +43,14 @@ void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const
 // out[i, j] = beta[i] * (v[i, j] - ks[i, j]) over contiguous [rows, cols] matrices.
 void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out);
 
+// One decode token, in place, on a state with contiguous rows (row stride lds), DESIGN.md §1:
+//   S <- diag(decay) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q     (decay: K factors)
+// k-first S [K, V]; v-first S [V, K].
+void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                    const float* v, float beta, float* o);
+void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+                    const float* v, float beta, float* o);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);

@@ -45,6 +45,11 @@ Status validate_state(const Problem& p, const TensorView& s, const char* name, i
 TensorView with_strides(TensorView v);
 Outputs with_strides(const Outputs& out);
 
+// Checks a state-slot pool ([P, HV, K, V] F32, or [P, HV, V, K] with state_v_first) and the slot index of
+// each sequence (I64 [N]; negative = padding; active slots distinct and < P); fills `slots`.
+Status validate_slot_pool(const Problem& p, const TensorView& state_pool, const TensorView& slot_indices,
+                          std::vector<int64_t>* slots);
+
 // Shape string "[a, b, c]".
 std::string shape_str(const std::vector<int64_t>& s);
 
