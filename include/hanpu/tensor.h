@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,19 @@ struct Tensor {
 // Element conversion helpers shared by the library, the CLI and tests (round to nearest even).
 uint16_t f32_to_f16_bits(float x);
 float f16_bits_to_f32(uint16_t h);
-uint16_t f32_to_bf16_bits(float x);
-float bf16_bits_to_f32(uint16_t h);
+// bf16 is the upper half of an fp32: inline so that row conversions vectorise.
+inline uint16_t f32_to_bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float bf16_bits_to_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 // Rounds x to the precision of `dt` (a no-op for F64) and returns it as a double.
 double round_to_dtype(double x, DType dt);
 

@@ -2,6 +2,7 @@
 // Every read goes through memcpy, so unaligned views (e.g. tensors inside a safetensors file) are safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -29,7 +30,18 @@ inline void load_elems(const TensorView& v, int64_t off, int64_t stride, int64_t
       each([](const unsigned char* p) { float x; std::memcpy(&x, p, 4); return x; });
       break;
     case DType::kF16: each([](const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return f16_bits_to_f32(h); }); break;
-    case DType::kBF16: each([](const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return bf16_bits_to_f32(h); }); break;
+    case DType::kBF16:
+      if (stride == 1) {  // contiguous: widen in blocks through an aligned buffer (vectorises)
+        uint16_t buf[256];
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+          const int64_t m = std::min<int64_t>(256, n - i0);
+          std::memcpy(buf, base + (off + i0) * 2, static_cast<std::size_t>(m) * 2);
+          for (int64_t i = 0; i < m; ++i) out[i0 + i] = static_cast<R>(bf16_bits_to_f32(buf[i]));
+        }
+        break;
+      }
+      each([](const unsigned char* p) { uint16_t h; std::memcpy(&h, p, 2); return bf16_bits_to_f32(h); });
+      break;
     case DType::kI64: each([](const unsigned char* p) { int64_t x; std::memcpy(&x, p, 8); return x; }); break;
   }
 }
@@ -57,6 +69,15 @@ inline void store_elems(const TensorView& v, int64_t off, int64_t stride, int64_
       each([](unsigned char* p, R x) { uint16_t h = f32_to_f16_bits(static_cast<float>(x)); std::memcpy(p, &h, 2); });
       break;
     case DType::kBF16:
+      if (stride == 1) {  // contiguous: narrow in blocks through an aligned buffer (vectorises)
+        uint16_t buf[256];
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+          const int64_t m = std::min<int64_t>(256, n - i0);
+          for (int64_t i = 0; i < m; ++i) buf[i] = f32_to_bf16_bits(static_cast<float>(in[i0 + i]));
+          std::memcpy(base + (off + i0) * 2, buf, static_cast<std::size_t>(m) * 2);
+        }
+        break;
+      }
       each([](unsigned char* p, R x) { uint16_t h = f32_to_bf16_bits(static_cast<float>(x)); std::memcpy(p, &h, 2); });
       break;
     case DType::kI64: each([](unsigned char* p, R x) { int64_t y = static_cast<int64_t>(x); std::memcpy(p, &y, 8); }); break;

@@ -120,14 +120,6 @@ float f16_bits_to_f32(uint16_t h) {
   return bits_float(sign | ((e + 112) << 23) | (m << 13));
 }
 
-uint16_t f32_to_bf16_bits(float x) {
-  const uint32_t u = float_bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float bf16_bits_to_f32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
-
 double round_to_dtype(double x, DType dt) {
   switch (dt) {
     case DType::kF64: case DType::kI64: return x;

@@ -136,17 +136,12 @@ void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, cons
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t nj = i - r0 + 1;
       exp_diff(nj, G + i * K, 0, G + r0 * K, K, e);  // exp(G_i - G_j), j = r0 .. i
-      simd::scale_rows(nj, K, Kc + r0 * K, K, e, K, nullptr, e, K);
-      for (int64_t j = r0; j <= i; ++j) {
-        const float* kj = e + (j - r0) * K;
-        float sa = 0.0f, sp = 0.0f;
-        for (int64_t d = 0; d < K; ++d) {
-          sa += Kc[i * K + d] * kj[d];
-          sp += Q[i * K + d] * kj[d];
-        }
-        A[i * ld + j] = j < i ? beta[i] * sa : 0.0f;
-        P[i * ld + j] = sp;
-      }
+      simd::scale_rows(nj, K, Kc + r0 * K, K, e, K, nullptr, e, K);  // k_j o exp(G_i - G_j)
+      float* sa = A + i * ld + r0;
+      float* sp = P + i * ld + r0;
+      simd::row_dots2(nj, K, e, K, Kc + i * K, Q + i * K, sa, sp);
+      for (int64_t j = 0; j < nj; ++j) sa[j] *= beta[i];
+      sa[nj - 1] = 0.0f;  // the diagonal of A is 0
       std::fill(A + i * ld + i, A + i * ld + L, 0.0f);
       std::fill(P + i * ld + i + 1, P + i * ld + L, 0.0f);
       cnt.flops += 4.0 * nj * K;

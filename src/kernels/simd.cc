@@ -248,6 +248,30 @@ void DecodeVFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* deca
   }
 }
 
+// out_a[r] = M[r, :] . a,  out_b[r] = M[r, :] . b  for r < rows (fp32 lanes, summed across lanes).
+void RowDots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
+              float* out_b) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* m = M + r * ldm;
+    auto sa = hn::Zero(d), sb = hn::Zero(d);
+    int64_t c = 0;
+    for (; c + nl <= cols; c += nl) {
+      const auto x = hn::LoadU(d, m + c);
+      sa = hn::MulAdd(x, hn::LoadU(d, a + c), sa);
+      sb = hn::MulAdd(x, hn::LoadU(d, b + c), sb);
+    }
+    float ra = hn::GetLane(hn::SumOfLanes(d, sa)), rb = hn::GetLane(hn::SumOfLanes(d, sb));
+    for (; c < cols; ++c) {
+      ra += m[c] * a[c];
+      rb += m[c] * b[c];
+    }
+    out_a[r] = ra;
+    out_b[r] = rb;
+  }
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -269,6 +293,12 @@ HWY_EXPORT(FmaPeak);
 HWY_EXPORT(ScaleRows);
 HWY_EXPORT(BetaResidual);
 HWY_EXPORT(DecodeKFirst);
+HWY_EXPORT(RowDots2);
+
+void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
+               float* out_b) {
+  HWY_DYNAMIC_DISPATCH(RowDots2)(rows, cols, M, ldm, a, b, out_a, out_b);
+}
 HWY_EXPORT(DecodeVFirst);
 
 void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,

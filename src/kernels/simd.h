@@ -51,6 +51,10 @@ void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* de
 void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                     const float* v, float beta, float* o);
 
+// out_a[r] = M[r, :] . a and out_b[r] = M[r, :] . b for r < rows.
+void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
+               float* out_b);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);
