@@ -1,6 +1,7 @@
 // The `hanpu` command line end to end: a small file through `hanpu run`, exit codes, `hanpu verify`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -90,10 +91,21 @@ TEST(Cli, EngineModeMatchesTheReferenceClosely) {
 }
 
 TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
-  const std::string json_path = temp("bench.json");
+  const std::string json_path = temp("bench.json"), svg_path = temp("bench.svg");
   std::string log;
-  ASSERT_EQ(run_cli("bench --ablation --tokens 64,130 --heads 2 --reps 1 --threads 2 --json " + json_path, &log), 0)
+  ASSERT_EQ(run_cli("bench --ablation --tokens 64,130 --heads 2 --reps 1 --threads 2 --json " + json_path +
+                        " --plot " + svg_path,
+                    &log),
+            0)
       << log;
+  std::ifstream sf(svg_path);
+  const std::string svg((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  for (const char* step : {">fla<", ">+fusion<", ">+gemm-first<"}) EXPECT_NE(svg.find(step), std::string::npos) << step;
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 10, true);
+  std::size_t polylines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 5u);
   EXPECT_NE(log.find("FMA peak"), std::string::npos) << log;
   std::ifstream jf(json_path);
   const auto j = nlohmann::json::parse(jf);

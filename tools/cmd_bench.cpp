@@ -1,10 +1,11 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE]
+//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
 #include "bench/bench.h"
+#include "bench/plot.h"
 #include "commands.h"
 
 namespace hanpu::cli {
@@ -13,7 +14,7 @@ namespace {
 
 struct BenchArgs {
   BenchConfig cfg;
-  std::string kind, dtype = "f32", json_path;
+  std::string kind, dtype = "f32", json_path, plot_path;
   int64_t heads = 0, v_heads = 0;
 };
 
@@ -45,11 +46,15 @@ int run(BenchArgs& a) {
     return 2;
   }
   std::fputs(format_bench_table(rep).c_str(), stdout);
-  if (!a.json_path.empty()) {
-    std::ofstream f(a.json_path);
-    f << format_bench_json(rep, c);
+  const std::pair<const std::string*, std::string> files[] = {
+      {&a.json_path, a.json_path.empty() ? "" : format_bench_json(rep, c)},
+      {&a.plot_path, a.plot_path.empty() ? "" : svg_time_vs_tokens(rep)}};
+  for (const auto& [path, text] : files) {
+    if (path->empty()) continue;
+    std::ofstream f(*path);
+    f << text;
     if (!f) {
-      std::fprintf(stderr, "hanpu bench: cannot write '%s'\n", a.json_path.c_str());
+      std::fprintf(stderr, "hanpu bench: cannot write '%s'\n", path->c_str());
       return 2;
     }
   }
@@ -77,6 +82,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");
   app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");
+  app.add_option("--plot", a->plot_path, "Also write an SVG of median time vs tokens per strategy");
   return [a] { return run(*a); };
 }
 
