@@ -32,6 +32,9 @@ struct EngineConfig {
   bool tail_split = true;   // split leftover heads column-wise along V over idle threads
   bool chunk_first = true;  // update the state in place after its last read (else old and new co-reside)
   bool gemm_first = true;   // K S, Q S, K K^T, Q K^T first; V' = T diag(beta) (V - diag(exp G) K S)
+  // Extreme tails (at most half the threads would get a head slice): prepare chunks in parallel over all
+  // threads, then run each head's state-dependent part; bit-identical to the normal path.
+  bool chunk_parallel_fallback = true;
   // flashqla: chunks per segment (0: FlashQLA's rule) and the log decay that ends a warm-up (FlashQLA
   // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
   int64_t segment_chunks = 0;
@@ -45,6 +48,7 @@ struct RunStats {
   int64_t traffic_bytes = 0;         // inputs + outputs + bytes written to and read back from intermediates
   int threads = 0;
   std::string simd_target;           // Highway target of the kernels, e.g. "AVX3"
+  std::string dataflow;              // what ran: the strategy's name, or the hanpu extreme-tail fallback
 };
 
 // Chunkwise prefill (the options of chunk_forward) on the engine. Outputs as for chunk_forward.

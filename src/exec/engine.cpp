@@ -51,6 +51,7 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   *st = RunStats();
   st->threads = threads;
   st->simd_target = simd::target_name();
+  st->dataflow = strategy_name(cfg.strategy);
   const Outputs o = with_strides(out);
   if (cfg.strategy == Strategy::kHanpu) {
     run_hanpu(p, cfg, pool, o, st);

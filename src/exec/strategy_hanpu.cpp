@@ -31,21 +31,28 @@ struct Work {
   int64_t n, hv, c0, Vc;
 };
 
+// The state-independent part of a chunk: its rows and gate factors, P and T = (I + A)^-1.
+struct PreparedChunk {
+  ChunkInputs in;
+  std::vector<float> P, T;
+  PreparedChunk(int64_t C, int64_t K, int64_t V, int64_t w) : in(C, K, V, w), P(C * C), T(C * C) {}
+  int64_t bytes() const { return in.bytes() + static_cast<int64_t>((P.size() + T.size()) * sizeof(float)); }
+};
+
 struct HeadWorkspace {
   int64_t C, K, V, w;
-  ChunkInputs in;
-  std::vector<float> kt, A, P, T, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
+  PreparedChunk prep;
+  std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
-      : C(C_), K(K_), V(V_), w(w_), in(C_, K_, V_, w_), kt(K * C), A(C * C), P(C * C), T(C * C), KS(C * V),
-        X(C * std::max(K, V)), Vn(C * V), O(C * V), KQ(C * K),
-        scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+      : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
+        Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
   int64_t bytes() const {
-    const std::size_t floats = kt.size() + A.size() + P.size() + T.size() + KS.size() + X.size() + Vn.size() +
-                               O.size() + KQ.size() + states.size() + S_next.size() + scratch.size();
+    const std::size_t floats = kt.size() + A.size() + KS.size() + X.size() + Vn.size() + O.size() + KQ.size() +
+                               states.size() + S_next.size() + scratch.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
-    return in.bytes() + static_cast<int64_t>(floats * sizeof(float));
+    return prep.bytes() + static_cast<int64_t>(floats * sizeof(float));
   }
 };
 
@@ -64,17 +71,23 @@ ChunkRows chunk_at(const Problem& p, const Work& wk, int64_t t0) {
   return {std::min<int64_t>(p.opt.chunk_size, s.begin + s.len - t0), t0, wk.c0, wk.Vc};
 }
 
-// #1-#6 of one chunk of one head, with its state S [K, Vc] updated in place (chunk-first) or through
-// S_next (old and new state co-reside).
-void head_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, const EngineConfig& cfg,
-                HeadWorkspace& ws, float* S, const ChunkRows& cr, const Outputs& out, Counters& cnt) {
-  const int64_t K = p.K, Vc = wk.Vc, C = ws.in.C, w = ws.in.w, L = cr.L;
+// #1-#3 and P of one chunk: everything that does not read the state.
+void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, const ChunkRows& cr,
+                   PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
+  const int64_t C = ws.C, L = cr.L;
+  pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
+  cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
+  chunk_scores(p, pc.in, L, true, true, ws.kt.data(), ws.A.data(), pc.P.data(), ws.scratch.data(), cnt);
+  cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
+}
+
+// #4-#6 and the state update of a prepared chunk, with the head's state S [K, Vc] updated in place
+// (chunk-first) or through S_next (old and new state co-reside).
+void state_chunk(const Problem& p, const Work& wk, const EngineConfig& cfg, const PreparedChunk& pc,
+                 const ChunkRows& cr, HeadWorkspace& ws, float* S, const Outputs& out, Counters& cnt) {
+  const int64_t K = p.K, Vc = wk.Vc, C = ws.C, w = ws.w, L = cr.L;
   const Sequence& s = p.seqs[wk.n];
-  const ChunkInputs& in = ws.in;
-  ws.in.load(p, rows, s, wk.hv, cr);
-  cnt.traffic_bytes += chunk_input_bytes(p, L, Vc);
-  chunk_scores(p, in, L, true, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), cnt);
-  cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, ws.T.data(), C, ws.scratch.data());
+  const ChunkInputs& in = pc.in;
   const float* e = in.eg.data();
   if (cfg.gemm_first) {
     // KS = (K o e) S;  X = diag(beta) (V - KS);  O = (Q~ o e) S
@@ -83,21 +96,21 @@ void head_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, 
     simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
     gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
     simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
-    lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
+    lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
   } else {
     // W = T diag(beta) (K o e);  U = T diag(beta) V;  V' = U - W S;  O = (Q~ o e) S
     simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
-    lower_times(L, K, ws.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
+    lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
     gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);             // W S
     for (int64_t i = 0; i < L; ++i) {
       for (int64_t j = 0; j < Vc; ++j) ws.X[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
     }
-    lower_times(L, Vc, ws.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
+    lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
     for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
     simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
     gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
   }
-  lower_times(L, Vc, ws.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
+  lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
   // State update after the last read of S this chunk.
   simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);  // K o e^{G_last - G}
   float* dst = cfg.chunk_first ? S : ws.S_next.data();
@@ -121,8 +134,10 @@ void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group
   for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += p.opt.chunk_size) {
     for (int64_t j = 0; j < g; ++j) {
       const int64_t nj = j + 1 < g ? j + 1 : 0, nt0 = j + 1 < g ? t0 : t0 + p.opt.chunk_size;
-      if (nt0 < s.begin + s.len) ws.in.prefetch(p, s, group[nj].hv, chunk_at(p, group[nj], nt0));
-      head_chunk(p, rows, group[j], cfg, ws, ws.states.data() + j * KV, chunk_at(p, group[j], t0), out, cnt);
+      if (nt0 < s.begin + s.len) ws.prep.in.prefetch(p, s, group[nj].hv, chunk_at(p, group[nj], nt0));
+      const ChunkRows cr = chunk_at(p, group[j], t0);
+      prepare_chunk(p, rows, group[j], cr, ws.prep, ws, cnt);
+      state_chunk(p, group[j], cfg, ws.prep, cr, ws, ws.states.data() + j * KV, out, cnt);
     }
   }
   for (int64_t j = 0; j < g; ++j) {
@@ -169,25 +184,34 @@ std::vector<std::vector<Work>> assign(const Problem& p, const EngineConfig& cfg,
 
 }  // namespace
 
-void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
-  const int threads = pool.size();
-  const std::vector<std::vector<Work>> plan = assign(p, cfg, threads);
-  const RowLoader<float> rows(p);
-  std::vector<Counters> counters(threads);
-  std::vector<int64_t> ws_bytes(threads, 0);
+namespace {
+
+// This pool thread's workspace. It outlives the call (one per pool thread), so repeated calls reuse
+// warm memory; it grows when a call needs more.
+HeadWorkspace& thread_workspace(const Problem& p, int64_t vmax) {
+  thread_local std::unique_ptr<HeadWorkspace> cached;
+  const int64_t C = p.opt.chunk_size, w = p.gate_width();
+  if (!cached || cached->C != C || cached->K != p.K || cached->V < vmax || cached->w != w) {
+    cached = std::make_unique<HeadWorkspace>(C, p.K, vmax, w);
+  }
+  return *cached;
+}
+
+int64_t max_columns(const std::vector<Work>& items) {
+  int64_t vmax = 0;
+  for (const Work& wk : items) vmax = std::max(vmax, wk.Vc);
+  return vmax;
+}
+
+// The normal path: each thread runs its heads, in lockstep groups of up to g_max per sequence and slice.
+void run_heads(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const std::vector<std::vector<Work>>& plan,
+               const RowLoader<float>& rows, const Outputs& out, std::vector<Counters>& counters,
+               std::vector<int64_t>& ws_bytes) {
   pool.run([&](int t) {
     if (plan[t].empty()) return;
-    int64_t vmax = 0;
-    for (const Work& wk : plan[t]) vmax = std::max(vmax, wk.Vc);
-    // Heads run in groups of up to g (consecutive units of one sequence and column slice).
+    const int64_t vmax = max_columns(plan[t]);
     const int64_t g_max = std::max<int64_t>(1, kGroupStateBytes / (p.K * vmax * 4));
-    // The workspace outlives the call (one per pool thread), so repeated calls reuse warm memory.
-    thread_local std::unique_ptr<HeadWorkspace> cached;
-    const int64_t C = p.opt.chunk_size, w = p.gate_width();
-    if (!cached || cached->C != C || cached->K != p.K || cached->V < vmax || cached->w != w) {
-      cached = std::make_unique<HeadWorkspace>(C, p.K, vmax, w);
-    }
-    HeadWorkspace& ws = *cached;
+    HeadWorkspace& ws = thread_workspace(p, vmax);
     const std::vector<Work>& mine = plan[t];
     std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) ranges of `mine`
     int64_t g_used = 1;
@@ -208,7 +232,88 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
       run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), cfg, ws, out, counters[t]);
     }
   });
+}
+
+// Extreme tails (far fewer head slices than threads): every thread first prepares chunks of any head (the
+// state-independent #1-#3 and P, stored per chunk), then each head's owner runs the state-dependent
+// part over its chunks in order. Both halves are the normal path's functions, so the results are
+// bit-identical to it; the price is a workspace that grows with T.
+int64_t run_chunk_parallel(const Problem& p, const EngineConfig& cfg, ThreadPool& pool,
+                           const std::vector<std::vector<Work>>& plan, const RowLoader<float>& rows,
+                           const Outputs& out, std::vector<Counters>& counters, std::vector<int64_t>& ws_bytes) {
+  struct Task {
+    const Work* wk;
+    int64_t t0;
+  };
+  std::vector<Task> tasks;  // every chunk of every head slice, grouped by head slice in plan order
+  int64_t vmax = 0;
+  for (const auto& mine : plan) {
+    for (const Work& wk : mine) {
+      const Sequence& s = p.seqs[wk.n];
+      for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += p.opt.chunk_size) tasks.push_back({&wk, t0});
+      vmax = std::max(vmax, wk.Vc);
+    }
+  }
+  std::vector<std::unique_ptr<PreparedChunk>> prepared(tasks.size());
+  const int threads = pool.size();
+  pool.run([&](int t) {
+    int64_t b, e;
+    static_range(static_cast<int64_t>(tasks.size()), threads, t, &b, &e);
+    if (b == e) return;
+    HeadWorkspace& ws = thread_workspace(p, vmax);
+    for (int64_t i = b; i < e; ++i) {
+      const Work& wk = *tasks[i].wk;
+      prepared[i] = std::make_unique<PreparedChunk>(p.opt.chunk_size, p.K, wk.Vc, p.gate_width());
+      prepare_chunk(p, rows, wk, chunk_at(p, wk, tasks[i].t0), *prepared[i], ws, counters[t]);
+    }
+  });
+  pool.run([&](int t) {
+    if (plan[t].empty()) return;
+    HeadWorkspace& ws = thread_workspace(p, vmax);
+    ws.states.resize(p.K * vmax);
+    ws.S_next.resize(cfg.chunk_first ? 0 : p.K * vmax);
+    ws_bytes[t] = ws.bytes();
+    float* S = ws.states.data();
+    for (const Work& wk : plan[t]) {
+      begin_head(p, wk, S, counters[t]);
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        if (tasks[i].wk != &wk) continue;
+        state_chunk(p, wk, cfg, *prepared[i], chunk_at(p, wk, tasks[i].t0), ws, S, out, counters[t]);
+      }
+      if (out.final_state) store_state(p, *out.final_state, wk.n, wk.hv, S, wk.c0, wk.Vc);
+    }
+  });
+  int64_t bytes = 0;
+  for (const auto& pc : prepared) bytes += pc->bytes();
+  return bytes;
+}
+
+}  // namespace
+
+void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
+  const int threads = pool.size();
+  const std::vector<std::vector<Work>> plan = assign(p, cfg, threads);
+  const RowLoader<float> rows(p);
+  std::vector<Counters> counters(threads);
+  std::vector<int64_t> ws_bytes(threads, 0);
+  // Extreme tail: at most half the threads would have a head slice, and some head has several chunks.
+  int64_t items = 0, most_chunks = 0;
+  for (const auto& mine : plan) {
+    items += static_cast<int64_t>(mine.size());
+    for (const Work& wk : mine) {
+      most_chunks = std::max(most_chunks, (p.seqs[wk.n].len + p.opt.chunk_size - 1) / p.opt.chunk_size);
+    }
+  }
+  const bool fallback = cfg.chunk_parallel_fallback && 2 * items <= threads && most_chunks >= 2;
+  int64_t stored = 0;
+  if (fallback) {
+    stored = run_chunk_parallel(p, cfg, pool, plan, rows, out, counters, ws_bytes);
+  } else {
+    run_heads(p, cfg, pool, plan, rows, out, counters, ws_bytes);
+  }
   if (!stats) return;
+  stats->dataflow = fallback ? "hanpu (chunk-parallel fallback for an extreme tail)" : "hanpu";
+  stats->peak_workspace_bytes = stored;
   for (int t = 0; t < threads; ++t) {
     stats->flops += counters[t].flops;
     stats->traffic_bytes += counters[t].traffic_bytes;

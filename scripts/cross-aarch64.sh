@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Cross-builds hanpu for aarch64 (NEON; Highway's runtime dispatch on Arm) and runs the test suite under
+# qemu-user. Installs Debian's cross toolchain, qemu-user and the arm64 builds of the libraries
+# (multiarch) when missing. Usage: scripts/cross-aarch64.sh [ctest arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+fi
+packages=(g++-aarch64-linux-gnu qemu-user ninja-build cmake nlohmann-json3-dev libcli11-dev libhwy-dev:arm64
+          libgtest-dev:arm64)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "cross-aarch64: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake > /dev/null
+cmake --build build-aarch64 -j 2
+aarch64-linux-gnu-readelf -h build-aarch64/hanpu | grep -q AArch64 ||
+  { echo "cross-aarch64: build-aarch64/hanpu is not an aarch64 binary"; exit 1; }
+qemu-aarch64 build-aarch64/hanpu verify --instances 72 --quiet
+ctest --test-dir build-aarch64 --output-on-failure -j 2 "$@"
