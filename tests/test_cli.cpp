@@ -181,6 +181,9 @@ TEST(Cli, VerifyPrintsATableAndWritesJson) {
   EXPECT_EQ(j["results"].size(), 24u);
   EXPECT_EQ(j["groups"].size(), 24u);  // 12 scenarios x 2 kinds of the first dtype
   EXPECT_TRUE(j["results"][0]["nmse"]["chunk_o"].is_number());
+  EXPECT_TRUE(j["results"][0]["engine_checked"].get<bool>());  // every engine strategy checked by default
+  EXPECT_GT(j["results"][0]["nmse"]["engine_o"].get<double>(), 0.0);
+  EXPECT_FALSE(j["results"][0]["engine_worst_strategy"].get<std::string>().empty());
   EXPECT_EQ(run_cli("verify --instances 0", &log), 2);
 }
 

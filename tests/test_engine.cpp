@@ -48,6 +48,9 @@ std::vector<EngineCase> engine_cases() {
   off.tail_split = false;
   off.threads = 3;
   cases.push_back({"hanpu-no-tail-split-3t", off});
+  off = c;
+  off.packed_operands = true;
+  cases.push_back({"hanpu-packed", off});
   return cases;
 }
 

@@ -1,4 +1,4 @@
-// hanpu verify [--instances N] [--seed S] [--json FILE] [--threads N]
+// hanpu verify [--instances N] [--seed S] [--json FILE] [--threads N] [--no-engine] [--quiet]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -54,6 +54,7 @@ Runner add_verify_command(CLI::App& app) {
   app.add_option("--threads", a->cfg.threads, "Worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--json", a->json_path, "Also write the report as JSON to FILE");
   app.add_flag("--quiet", a->quiet, "Print progress lines for failures only");
+  app.add_flag("!--no-engine", a->cfg.engine, "Skip the CPU engine's strategies (checked by default)");
   return [a] { return run(*a); };
 }
 

@@ -35,6 +35,10 @@ struct EngineConfig {
   // Extreme tails (at most half the threads would get a head slice): prepare chunks in parallel over all
   // threads, then run each head's state-dependent part; bit-identical to the normal path.
   bool chunk_parallel_fallback = true;
+  // Operand layout of the state update S += (K o e^{G_last - G})^T V' (the engine's packed vs row-major
+  // choice, fixed until the layout planner decides it): false reads the transposed operand in place
+  // (row-major), true packs it into a [K, L] panel first.
+  bool packed_operands = false;
   // flashqla: chunks per segment (0: FlashQLA's rule) and the log decay that ends a warm-up (FlashQLA
   // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
   int64_t segment_chunks = 0;

@@ -112,10 +112,15 @@ void state_chunk(const Problem& p, const Work& wk, const EngineConfig& cfg, cons
   }
   lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
   // State update after the last read of S this chunk.
-  simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);  // K o e^{G_last - G}
   float* dst = cfg.chunk_first ? S : ws.S_next.data();
   simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
-  gemm_tn(K, Vc, L, ws.KQ.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+  if (cfg.packed_operands) {  // (K o e^{G_last - G})^T packed into a [K, L] panel
+    pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
+    gemm(K, Vc, L, ws.kt.data(), L, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+  } else {  // K o e^{G_last - G}, read transposed in place
+    simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);
+    gemm_tn(K, Vc, L, ws.KQ.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+  }
   if (!cfg.chunk_first) std::copy(dst, dst + K * Vc, S);
   for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
   cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "hanpu/engine.h"
 #include "ops/named_inputs.h"
 
 namespace hanpu {
@@ -56,7 +57,7 @@ double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType 
   return inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(ref, out_dtype), ref) + base;
 }
 
-InstanceResult run_instance(const Instance& inst) {
+InstanceResult run_instance(const Instance& inst, bool engine) {
   const auto t0 = std::chrono::steady_clock::now();
   InstanceResult res;
   res.index = inst.index;
@@ -94,8 +95,24 @@ InstanceResult run_instance(const Instance& inst) {
   res.cvr_s = nmse(s_c, s_r);
   res.bar_o = accuracy_bar(inst, o_ref, inst.dtype);
   res.bar_s = accuracy_bar(inst, s_ref, DType::kF32);  // the state is fp32 for every input dtype
+  for (Strategy s : engine ? all_strategies() : std::vector<Strategy>{}) {
+    EngineConfig ec;
+    ec.strategy = s;
+    ec.threads = 2;
+    PathOutput eng{Tensor(inst.dtype, o_like.shape), Tensor(DType::kF32, s_shape)};
+    st = engine_forward(in, inst.opt, ec, Outputs{eng.o.view(), eng.state.view()});
+    const double eo = st.ok() ? nmse(to_doubles(eng.o.view()), o_ref) : INFINITY;
+    const double es = st.ok() ? nmse(to_doubles(eng.state.view()), s_ref) : INFINITY;
+    if (!st.ok()) res.error = std::string(strategy_name(s)) + ": " + st.ToString();
+    if (eo / res.bar_o > res.engine_o / res.bar_o || es / res.bar_s > res.engine_s / res.bar_s) {
+      res.engine_worst = strategy_name(s);
+    }
+    res.engine_o = std::max(res.engine_o, eo);
+    res.engine_s = std::max(res.engine_s, es);
+  }
   res.passed = res.chunk_o <= res.bar_o && res.rec_o <= res.bar_o && res.cvr_o <= res.bar_o &&
-               res.chunk_s <= res.bar_s && res.rec_s <= res.bar_s && res.cvr_s <= res.bar_s;
+               res.chunk_s <= res.bar_s && res.rec_s <= res.bar_s && res.cvr_s <= res.bar_s &&
+               res.engine_o <= res.bar_o && res.engine_s <= res.bar_s;
   res.seconds = seconds_since(t0);
   return res;
 }
@@ -118,7 +135,7 @@ VerifyReport run_verify(const VerifyConfig& cfg,
   auto worker = [&] {
     for (std::size_t j; (j = next.fetch_add(1)) < order.size();) {
       const int i = order[j];
-      InstanceResult r = run_instance(make_instance(cfg.seed, i));
+      InstanceResult r = run_instance(make_instance(cfg.seed, i), cfg.engine);
       std::lock_guard<std::mutex> lock(mu);
       rep.results[i] = r;
       ++done;
@@ -179,8 +196,8 @@ int failures_of(const Group& g) {
 double worst_ratio(const Group& g) {
   double w = 0;
   for (const auto* r : g.members) {
-    const double o = std::max({r->chunk_o, r->rec_o, r->cvr_o}) / r->bar_o;
-    const double s = std::max({r->chunk_s, r->rec_s, r->cvr_s}) / r->bar_s;
+    const double o = std::max({r->chunk_o, r->rec_o, r->cvr_o, r->engine_o}) / r->bar_o;
+    const double s = std::max({r->chunk_s, r->rec_s, r->cvr_s, r->engine_s}) / r->bar_s;
     w = std::max({w, o, s});
   }
   return w;
@@ -191,17 +208,19 @@ double worst_ratio(const Group& g) {
 std::string format_table(const VerifyReport& rep) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3s | %-19s | %-19s | %-9s %-9s | %-8s %s\n", "kind", "dtype",
-                "scenario", "n", "chunk o max / med", "chunk S max / med", "rec o max", "rec S max", "worst/bar",
-                "fail");
+  std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3s | %-19s | %-19s | %-9s %-9s | %-9s %-9s | %-8s %s\n", "kind",
+                "dtype", "scenario", "n", "chunk o max / med", "chunk S max / med", "rec o max", "rec S max",
+                "eng o max", "eng S max", "worst/bar", "fail");
   out += line;
-  out += std::string(118, '-') + "\n";
+  out += std::string(140, '-') + "\n";
   for (const Group& g : group_results(rep)) {
     const Stat co = stat_of(g, &InstanceResult::chunk_o), cs = stat_of(g, &InstanceResult::chunk_s);
     const Stat ro = stat_of(g, &InstanceResult::rec_o), rs = stat_of(g, &InstanceResult::rec_s);
-    std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3zu | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %8.2e %d\n",
+    const Stat eo = stat_of(g, &InstanceResult::engine_o), es = stat_of(g, &InstanceResult::engine_s);
+    std::snprintf(line, sizeof line,
+                  "%-4s %-5s %-18s %3zu | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %8.2e %d\n",
                   g.kind.c_str(), g.dtype.c_str(), g.scenario.c_str(), g.members.size(), co.max, co.median, cs.max,
-                  cs.median, ro.max, rs.max, worst_ratio(g), failures_of(g));
+                  cs.median, ro.max, rs.max, eo.max, es.max, worst_ratio(g), failures_of(g));
     out += line;
   }
   std::snprintf(line, sizeof line, "%zu instances, %d failed, %.1f s\n", rep.results.size(), rep.failures, rep.seconds);
@@ -225,7 +244,8 @@ std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg) {
     const std::pair<const char*, double InstanceResult::*> fields[] = {
         {"chunk_o", &InstanceResult::chunk_o}, {"chunk_state", &InstanceResult::chunk_s},
         {"recurrent_o", &InstanceResult::rec_o}, {"recurrent_state", &InstanceResult::rec_s},
-        {"chunk_vs_recurrent_o", &InstanceResult::cvr_o}, {"chunk_vs_recurrent_state", &InstanceResult::cvr_s}};
+        {"chunk_vs_recurrent_o", &InstanceResult::cvr_o}, {"chunk_vs_recurrent_state", &InstanceResult::cvr_s},
+        {"engine_o", &InstanceResult::engine_o}, {"engine_state", &InstanceResult::engine_s}};
     for (const auto& [name, field] : fields) {
       const Stat s = stat_of(g, field);
       jg[name] = {{"max", num(s.max)}, {"median", num(s.median)}};
@@ -239,7 +259,9 @@ std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg) {
                             {"nmse", {{"chunk_o", num(r.chunk_o)}, {"chunk_state", num(r.chunk_s)},
                                       {"recurrent_o", num(r.rec_o)}, {"recurrent_state", num(r.rec_s)},
                                       {"chunk_vs_recurrent_o", num(r.cvr_o)},
-                                      {"chunk_vs_recurrent_state", num(r.cvr_s)}}},
+                                      {"chunk_vs_recurrent_state", num(r.cvr_s)}, {"engine_o", num(r.engine_o)},
+                                      {"engine_state", num(r.engine_s)}}},
+                            {"engine_worst_strategy", r.engine_worst}, {"engine_checked", cfg.engine},
                             {"bar_o", r.bar_o}, {"bar_state", r.bar_s}, {"seconds", r.seconds}});
   }
   return j.dump(2) + "\n";
