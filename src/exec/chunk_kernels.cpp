@@ -132,11 +132,18 @@ void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, cons
         for (int64_t j = 0; j < r0; ++j) A[i * ld + j] *= beta[i];
       }
     }
-    // Pairs inside the block, exactly: row i against rows j in [r0, i].
+    // Pairs inside the block: row i against rows j in [r0, i], with D[j - r0] = exp(G_i - G_j) kept from
+    // row to row as D <- D o exp(G_i - G_{i-1}) (one exp per channel and row instead of one per pair;
+    // every factor is <= 1 for non-positive gates, so the products only shrink: a -1000 gate zeroes them).
+    float* D = kr;  // the off-diagonal tiles are done with kr and qr
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t nj = i - r0 + 1;
-      exp_diff(nj, G + i * K, 0, G + r0 * K, K, e);  // exp(G_i - G_j), j = r0 .. i
-      simd::scale_rows(nj, K, Kc + r0 * K, K, e, K, nullptr, e, K);  // k_j o exp(G_i - G_j)
+      if (i > r0) {
+        exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
+        for (int64_t j = 0; j + 1 < nj; ++j) simd::scale_rows(1, K, D + j * K, K, qr, K, nullptr, D + j * K, K);
+      }
+      std::fill(D + (nj - 1) * K, D + nj * K, 1.0f);
+      simd::scale_rows(nj, K, Kc + r0 * K, K, D, K, nullptr, e, K);  // k_j o exp(G_i - G_j)
       float* sa = A + i * ld + r0;
       float* sp = P + i * ld + r0;
       simd::row_dots2(nj, K, e, K, Kc + i * K, Q + i * K, sa, sp);
