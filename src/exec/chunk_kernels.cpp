@@ -23,7 +23,9 @@ namespace {
 void prefetch_row(const TensorView& x, int64_t off, int64_t n) {
   const char* base = static_cast<const char*>(x.data) + off * static_cast<int64_t>(dtype_size(x.dtype));
   const int64_t bytes = n * static_cast<int64_t>(dtype_size(x.dtype)) * (x.rank() == 4 ? x.stride(3) : 1);
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + b);
+  // Locality 2 (prefetcht1, into L2): measured a few percent faster than prefetcht0 at T = 4096, 16 heads,
+  // as a whole chunk's rows (~100 KiB) are requested at once.
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(base + b, 0, 2);
 }
 
 }  // namespace
