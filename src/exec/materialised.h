@@ -29,10 +29,12 @@ struct Scratch {
   }
 };
 
-// The intermediates a materialising strategy keeps in memory, indexed by (global chunk, value head).
+// The intermediates a materialising strategy keeps in memory, indexed by (global chunk, value head):
+// W and U always; every chunk's state h[c] and V' with keep_states (native, fla); the stored rows, A
+// and T with native.
 class Materialised {
  public:
-  Materialised(const Problem& p, bool native) : p_(p), rows_(p), native_(native) {
+  Materialised(const Problem& p, bool native, bool keep_states) : p_(p), rows_(p), native_(native) {
     C_ = p.opt.chunk_size;
     K_ = p.K;
     V_ = p.V;
@@ -48,8 +50,10 @@ class Materialised {
     W_.resize(tasks * C_ * K_);
     log_decay_.resize(tasks);
     U_.resize(tasks * C_ * V_);
-    Vn_.resize(tasks * C_ * V_);
-    H_.resize(tasks * K_ * V_);
+    if (keep_states) {
+      Vn_.resize(tasks * C_ * V_);
+      H_.resize(tasks * K_ * V_);
+    }
     if (native_) {
       for (int64_t i = 0; i < tasks; ++i) inputs_.emplace_back(C_, K_, V_, w_);
       A_.resize(tasks * C_ * C_);

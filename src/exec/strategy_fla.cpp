@@ -16,7 +16,7 @@ namespace hanpu {
 void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats) {
   const int threads = pool.size();
   const bool native = strategy == Strategy::kNative;
-  Materialised m(p, native);
+  Materialised m(p, native, true);
   std::vector<std::unique_ptr<Scratch>> ws(threads);
   for (auto& s : ws) s = std::make_unique<Scratch>(p.opt.chunk_size, p.K, p.V, p.gate_width());
   std::vector<Counters> cnt(threads);

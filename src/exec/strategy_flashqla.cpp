@@ -36,7 +36,7 @@ int64_t segment_length(int64_t HV, int64_t chunks, int threads) {
 void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
   const int threads = pool.size();
   const int64_t K = p.K, V = p.V, HV = p.HV;
-  Materialised m(p, false);
+  Materialised m(p, false, false);
   const std::vector<ChunkRef>& chunks = m.chunks();
   const int64_t lseg = cfg.segment_chunks > 0
                            ? cfg.segment_chunks
