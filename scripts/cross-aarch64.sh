@@ -4,23 +4,13 @@
 # (multiarch) when missing. Usage: scripts/cross-aarch64.sh [ctest arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+source scripts/lib/apt-ensure.sh
+# With arm64 newly added its packages are missing, so apt_ensure refreshes the package lists.
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-  $SUDO dpkg --add-architecture arm64
-  $SUDO apt-get update -qq
+  if [ "$(id -u)" -eq 0 ]; then dpkg --add-architecture arm64; else sudo dpkg --add-architecture arm64; fi
 fi
-packages=(g++-aarch64-linux-gnu qemu-user ninja-build cmake nlohmann-json3-dev libcli11-dev libhwy-dev:arm64
-          libgtest-dev:arm64)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "cross-aarch64: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+apt_ensure g++-aarch64-linux-gnu qemu-user ninja-build cmake nlohmann-json3-dev libcli11-dev libhwy-dev:arm64 \
+  libgtest-dev:arm64
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake > /dev/null
 cmake --build build-aarch64 -j 2

@@ -74,6 +74,13 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   simd::exp_f32(w, g_last.data(), g_last.data());
 }
 
+int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
+  const Inputs& in = p.in;
+  return L * (2 * p.K * static_cast<int64_t>(dtype_size(in.q.dtype)) + Vc * static_cast<int64_t>(dtype_size(in.v.dtype)) +
+              p.gate_width() * static_cast<int64_t>(dtype_size(in.g.dtype)) +
+              static_cast<int64_t>(dtype_size(in.beta.dtype)));
+}
+
 void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                      float* dst, int64_t ldd) {
   for (int64_t r = 0; r < rows; ++r) {

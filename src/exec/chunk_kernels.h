@@ -42,6 +42,9 @@ struct ChunkInputs {
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
 
+// Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
+int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
+
 // dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1) for r < rows, c < cols:
 // packs a transposed, optionally row- or element-scaled operand for the row-major GEMM.
 void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,

@@ -30,7 +30,7 @@ Status engine_decode_slots(const Inputs& in, const Options& opt, const EngineCon
     int64_t b, e;
     static_range(p.N * p.HV, threads, t, &b, &e);
     for (int64_t unit = b; unit < e; ++unit) {
-      const int64_t n = unit / p.HV, hv = unit % p.HV, h = p.qk_head(hv);
+      const int64_t n = unit / p.HV, hv = unit % p.HV;
       const Sequence& s = p.seqs[n];
       if (slots[n] < 0) {  // padding: zero outputs, no slot touched
         std::fill(orow.begin(), orow.end(), 0.0f);
@@ -48,11 +48,7 @@ Status engine_decode_slots(const Inputs& in, const Options& opt, const EngineCon
       }
       const bool v_first_kernel = in_place && p.opt.state_v_first;
       for (int64_t tk = s.begin; tk < s.begin + s.len; ++tk) {
-        rows.q(s.batch, tk, h, q.data());
-        rows.k(s.batch, tk, h, k.data());
-        rows.v(s.batch, tk, hv, v.data());
-        rows.gate(s.batch, tk, hv, g.data());
-        const float beta = rows.beta(s.batch, tk, hv);
+        const float beta = rows.token(s.batch, tk, hv, q.data(), k.data(), v.data(), g.data());
         for (int64_t d = 0; d < K; ++d) decay[d] = g[w == 1 ? 0 : d];
         simd::exp_f32(K, decay.data(), decay.data());
         if (v_first_kernel) {

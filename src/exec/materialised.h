@@ -29,6 +29,43 @@ struct Scratch {
   }
 };
 
+// The pool threads of a materialising strategy, each with its scratch and counters, and the static
+// split of a phase's items across them.
+class Workers {
+ public:
+  Workers(ThreadPool& pool, const Problem& p) : pool_(pool), cnt_(pool.size()) {
+    for (int t = 0; t < pool.size(); ++t) {
+      ws_.push_back(std::make_unique<Scratch>(p.opt.chunk_size, p.K, p.V, p.gate_width()));
+    }
+  }
+  // Thread t's share of items [0, items): fn(item, scratch, counters).
+  template <typename Fn>
+  void phase(int t, int64_t items, const Fn& fn) {
+    int64_t b, e;
+    static_range(items, pool_.size(), t, &b, &e);
+    for (int64_t i = b; i < e; ++i) fn(i, *ws_[t], cnt_[t]);
+  }
+  // One parallel launch of a phase.
+  template <typename Fn>
+  void launch(int64_t items, const Fn& fn) {
+    pool_.run([&](int t) { phase(t, items, fn); });
+  }
+  // Adds the counters and the scratch to the stats, with `materialised` bytes of shared intermediates.
+  void report(int64_t materialised, RunStats* stats) const {
+    stats->peak_workspace_bytes = materialised;
+    for (std::size_t t = 0; t < ws_.size(); ++t) {
+      stats->flops += cnt_[t].flops;
+      stats->traffic_bytes += cnt_[t].traffic_bytes;
+      stats->peak_workspace_bytes += ws_[t]->bytes();
+    }
+  }
+
+ private:
+  ThreadPool& pool_;
+  std::vector<std::unique_ptr<Scratch>> ws_;
+  std::vector<Counters> cnt_;
+};
+
 // The intermediates a materialising strategy keeps in memory, indexed by (global chunk, value head):
 // W and U always; every chunk's state h[c] and V' with keep_states (native, fla); the stored rows, A
 // and T with native.

@@ -12,9 +12,6 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
 void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats);
 void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
 
-// Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
-int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
-
 // Splits `items` into `parts` contiguous ranges; part i gets [begin, end).
 inline void static_range(int64_t items, int parts, int i, int64_t* begin, int64_t* end) {
   *begin = items * i / parts;

@@ -14,52 +14,36 @@
 namespace hanpu {
 
 void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats) {
-  const int threads = pool.size();
-  const bool native = strategy == Strategy::kNative;
-  Materialised m(p, native, true);
-  std::vector<std::unique_ptr<Scratch>> ws(threads);
-  for (auto& s : ws) s = std::make_unique<Scratch>(p.opt.chunk_size, p.K, p.V, p.gate_width());
-  std::vector<Counters> cnt(threads);
-  auto phase = [&](int t, int64_t items, const auto& fn) {
-    int64_t b, e;
-    static_range(items, threads, t, &b, &e);
-    for (int64_t i = b; i < e; ++i) fn(i, *ws[t], cnt[t]);
-  };
-  auto launch = [&](int64_t items, const auto& fn) { pool.run([&](int t) { phase(t, items, fn); }); };
+  Materialised m(p, strategy == Strategy::kNative, true);
+  Workers w(pool, p);
   auto fused_wu = [&](int64_t i, Scratch& s, Counters& c) { m.fused_wu(i, s, c); };
   auto states = [&](int64_t u, Scratch& s, Counters& c) { m.states(u, s, c, out); };
   auto output = [&](int64_t i, Scratch& s, Counters& c) { m.output(i, s, c, out); };
   switch (strategy) {
     case Strategy::kNative:
-      launch(m.tasks(), [&](int64_t i, Scratch&, Counters& c) { m.load(i, c); });
-      launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.kkt(i, s, c); });
-      launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.solve(i, s, c); });
-      launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.wu_stored(i, s, c); });
-      launch(m.units(), states);
-      launch(m.tasks(), output);
+      w.launch(m.tasks(), [&](int64_t i, Scratch&, Counters& c) { m.load(i, c); });
+      w.launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.kkt(i, s, c); });
+      w.launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.solve(i, s, c); });
+      w.launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.wu_stored(i, s, c); });
+      w.launch(m.units(), states);
+      w.launch(m.tasks(), output);
       break;
     case Strategy::kFlaMegakernel:
       pool.run([&](int t) {
-        phase(t, m.tasks(), fused_wu);
+        w.phase(t, m.tasks(), fused_wu);
         pool.barrier();
-        phase(t, m.units(), states);
+        w.phase(t, m.units(), states);
         pool.barrier();
-        phase(t, m.tasks(), output);
+        w.phase(t, m.tasks(), output);
       });
       break;
     default:  // Strategy::kFla
-      launch(m.tasks(), fused_wu);
-      launch(m.units(), states);
-      launch(m.tasks(), output);
+      w.launch(m.tasks(), fused_wu);
+      w.launch(m.units(), states);
+      w.launch(m.tasks(), output);
       break;
   }
-  if (!stats) return;
-  stats->peak_workspace_bytes = m.bytes();
-  for (int t = 0; t < threads; ++t) {
-    stats->flops += cnt[t].flops;
-    stats->traffic_bytes += cnt[t].traffic_bytes;
-    stats->peak_workspace_bytes += ws[t]->bytes();
-  }
+  if (stats) w.report(m.bytes(), stats);
 }
 
 }  // namespace hanpu

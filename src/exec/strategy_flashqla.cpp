@@ -55,22 +55,11 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
   // Per (segment, value head): end state from the warm-up, initial state, transition matrix if fallback.
   std::vector<float> ht(NS * HV * K * V), h0(NS * HV * K * V), M(NS * HV * K * K);
   std::vector<char> fallback(NS * HV, 0);
-  std::vector<int64_t> warmup(NS * HV, 0);
-
-  std::vector<std::unique_ptr<Scratch>> ws(threads);
-  for (auto& s : ws) s = std::make_unique<Scratch>(p.opt.chunk_size, K, V, p.gate_width());
-  std::vector<Counters> cnt(threads);
-  auto launch = [&](int64_t items, const auto& fn) {
-    pool.run([&](int t) {
-      int64_t b, e;
-      static_range(items, threads, t, &b, &e);
-      for (int64_t i = b; i < e; ++i) fn(i, *ws[t], cnt[t]);
-    });
-  };
+  Workers w(pool, p);
   // 1. W, U and chunk decays.
-  launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.fused_wu(i, s, c); });
+  w.launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.fused_wu(i, s, c); });
   // 2. Warm-up end states (every segment but the last of its sequence), and transition matrices.
-  launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+  w.launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
     const Segment& sg = segs[i / HV];
     const int64_t hv = i % HV;
     if (i / HV + 1 == first_seg[sg.n + 1]) return;  // the last segment's end is the final state: phase 4
@@ -82,7 +71,6 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
     }
     const bool fb = decay >= cfg.flashqla_log_threshold;  // never decayed enough over the whole segment
     fallback[i] = fb;
-    warmup[i] = wc;
     float* h = ht.data() + i * K * V;
     std::fill(h, h + K * V, 0.0f);
     for (int64_t c0 = sg.first + sg.count - wc; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, h, V, true, c);
@@ -93,7 +81,7 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
     for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, mat, K, false, c);
   });
   // 3. Serial correction of segment initial states, per (sequence, value head).
-  launch(p.N * HV, [&](int64_t u, Scratch&, Counters& c) {
+  w.launch(p.N * HV, [&](int64_t u, Scratch&, Counters& c) {
     const int64_t n = u / HV, hv = u % HV;
     for (int64_t g = first_seg[n]; g < first_seg[n + 1]; ++g) {
       float* h = h0.data() + (g * HV + hv) * K * V;
@@ -117,7 +105,7 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
     }
   });
   // 4. Fused recurrence and output per (segment, value head), from the corrected initial states.
-  launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+  w.launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
     const Segment& sg = segs[i / HV];
     const int64_t hv = i % HV;
     float* S = s.S.data();
@@ -139,13 +127,7 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
       store_state(p, *out.final_state, n, hv, S.data());
     }
   }
-  if (!stats) return;
-  stats->peak_workspace_bytes = m.bytes() + static_cast<int64_t>((ht.size() + h0.size() + M.size()) * 4);
-  for (int t = 0; t < threads; ++t) {
-    stats->flops += cnt[t].flops;
-    stats->traffic_bytes += cnt[t].traffic_bytes;
-    stats->peak_workspace_bytes += ws[t]->bytes();
-  }
+  if (stats) w.report(m.bytes() + static_cast<int64_t>((ht.size() + h0.size() + M.size()) * 4), stats);
 }
 
 }  // namespace hanpu

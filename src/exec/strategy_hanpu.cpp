@@ -326,11 +326,4 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
   }
 }
 
-int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
-  const Inputs& in = p.in;
-  return L * (2 * p.K * static_cast<int64_t>(dtype_size(in.q.dtype)) + Vc * static_cast<int64_t>(dtype_size(in.v.dtype)) +
-              p.gate_width() * static_cast<int64_t>(dtype_size(in.g.dtype)) +
-              static_cast<int64_t>(dtype_size(in.beta.dtype)));
-}
-
 }  // namespace hanpu

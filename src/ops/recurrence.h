@@ -16,14 +16,10 @@ namespace hanpu {
 template <typename R>
 void recur_sequence(const Problem& p, const RowLoader<R>& rows, const Sequence& s, int64_t hv, R* S,
                     const TensorView& o) {
-  const int64_t K = p.K, V = p.V, h = p.qk_head(hv);
+  const int64_t K = p.K, V = p.V;
   std::vector<R> q(K), k(K), g(p.gate_width()), v(V), u(V), out(V);
   for (int64_t t = s.begin; t < s.begin + s.len; ++t) {
-    rows.q(s.batch, t, h, q.data());
-    rows.k(s.batch, t, h, k.data());
-    rows.v(s.batch, t, hv, v.data());
-    rows.gate(s.batch, t, hv, g.data());
-    const R beta = rows.beta(s.batch, t, hv);
+    const R beta = rows.token(s.batch, t, hv, q.data(), k.data(), v.data(), g.data());
     for (int64_t d = 0; d < K; ++d) {
       const R decay = std::exp(p.kind == Kind::kGdn ? g[0] : g[d]);
       for (int64_t j = 0; j < V; ++j) S[d * V + j] *= decay;

@@ -52,6 +52,16 @@ class RowLoader {
     return p_.opt.allow_neg_eigval ? R(2) * s : s;
   }
 
+  // Everything the recurrence reads of token t for value head hv: q (scaled), k, v, gate; returns beta.
+  R token(int64_t b, int64_t t, int64_t hv, R* q_out, R* k_out, R* v_out, R* g_out) const {
+    const int64_t h = hv / p_.group;
+    q(b, t, h, q_out);
+    k(b, t, h, k_out);
+    v(b, t, hv, v_out);
+    gate(b, t, hv, g_out);
+    return beta(b, t, hv);
+  }
+
   // out[0..gate_width) = the log decay of token t for value head hv.
   void gate(int64_t b, int64_t t, int64_t hv, R* out) const {
     const TensorView& x = p_.in.g;
