@@ -1,0 +1,40 @@
+"""hanpu: Gated DeltaNet and Kimi Delta Attention on the CPU with FLA's API.
+
+    import hanpu
+    o, state = hanpu.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)
+
+Inputs are CPU ``torch.Tensor`` objects or NumPy arrays (float32, float16, bfloat16; any strides), read
+in place; results are the same kind of object. ``hanpu.integrations.transformers.patch()`` makes the
+linear-attention layers of Qwen3-Next, Qwen3.5 and Kimi Linear in Hugging Face transformers run here.
+"""
+
+from . import _hanpu
+from .ops import (
+    chunk_gated_delta_rule,
+    chunk_kda,
+    fused_recurrent_gated_delta_rule,
+    fused_recurrent_kda,
+    get_num_threads,
+    set_num_threads,
+)
+
+__version__: str = _hanpu.__version__
+
+
+def cpu_features() -> dict:
+    """What the engine runs with on this machine: the SIMD target its kernels were dispatched to
+    (Highway's name, e.g. "AVX3" for AVX-512), the threads a call uses now, and the engine's dataflow
+    strategies."""
+    return {"simd_target": _hanpu.simd_target(), "threads": get_num_threads(), "strategies": _hanpu.strategies()}
+
+
+__all__ = [
+    "__version__",
+    "chunk_gated_delta_rule",
+    "chunk_kda",
+    "cpu_features",
+    "fused_recurrent_gated_delta_rule",
+    "fused_recurrent_kda",
+    "get_num_threads",
+    "set_num_threads",
+]
