@@ -15,6 +15,7 @@ from .ops import (
     fused_recurrent_gated_delta_rule,
     fused_recurrent_kda,
     get_num_threads,
+    reference,
     set_num_threads,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "fused_recurrent_gated_delta_rule",
     "fused_recurrent_kda",
     "get_num_threads",
+    "reference",
     "set_num_threads",
 ]

@@ -259,3 +259,24 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale: Optio
                     state_v_first, lower_bound, check_finite=check_finite)
     return _recurrent(fn, "kda", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, A_log,
                       dt_bias, threads)
+
+
+def reference(kind: str, q, k, v, g, beta, scale: Optional[float] = None, initial_state=None,
+              output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
+              use_gate_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
+              allow_neg_eigval: bool = False, lower_bound: Optional[float] = None, state_v_first: bool = False,
+              cu_seqlens=None, A_log=None, dt_bias=None):
+    """The fp64 per-token recurrence (the numeric ground truth hanpu is tested against), for
+    ``kind`` "gdn" or "kda" with the options of the functions above. Slow: for checking, not serving.
+
+    Returns ``(o, final_state)`` in float64, of the kind of q.
+    """
+    if kind not in ("gdn", "kda"):
+        raise ValueError(f"kind must be 'gdn' or 'kda', got {kind!r}")
+    opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+                    state_v_first, lower_bound)
+    call = _Call("reference", q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, state_v_first)
+    o = call.output("F64")
+    final_state = tn.empty_like_kind(call.like, call.state_shape, "F64") if output_final_state else None
+    _hanpu.reference(kind, call.descriptors(o=o, final_state=final_state), opts)
+    return o, final_state

@@ -156,6 +156,19 @@ py::dict recurrent(const std::string& kind, const py::dict& tensors, const py::d
   return stats_dict(stats);
 }
 
+// The fp64 per-token reference (ops.h reference_forward): the ground truth the tests compare against.
+void reference(const std::string& kind, const py::dict& tensors, const py::dict& options) {
+  const Options opt = parse_options(kind, options);
+  const Inputs in = parse_inputs(tensors);
+  const Outputs out{required_view(tensors, "o"), optional_view(tensors, "final_state")};
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = reference_forward(in, opt, out);
+  }
+  raise_if_error(st);
+}
+
 }  // namespace
 }  // namespace hanpu
 
@@ -166,6 +179,7 @@ PYBIND11_MODULE(_hanpu, m) {
         py::arg("threads"));
   m.def("recurrent", &hanpu::recurrent, py::arg("kind"), py::arg("tensors"), py::arg("options"),
         py::arg("threads"));
+  m.def("reference", &hanpu::reference, py::arg("kind"), py::arg("tensors"), py::arg("options"));
   m.def("simd_target", [] { return std::string(hanpu::simd::target_name()); });
   m.def("resolve_threads", &hanpu::ThreadPool::resolve, py::arg("threads"));
   m.def("strategies", [] {

@@ -1,0 +1,1 @@
+"""Drop-in integrations of hanpu into other frameworks (transformers)."""
