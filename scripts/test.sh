@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test. Usage: scripts/test.sh [--sanitize] (ASan+UBSan build of the same tests).
+# Builds and runs every test: the C++ suite (ctest), then the Python package's (pytest, through
+# scripts/test-python.sh). Usage: scripts/test.sh [--sanitize]: the C++ suite alone under ASan+UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -7,3 +8,4 @@ scripts/build.sh "$@"
 dir=build
 [ "${1:-}" = "--sanitize" ] && dir=build-asan
 ctest --test-dir "$dir" --output-on-failure -j 2
+[ "${1:-}" = "--sanitize" ] || scripts/test-python.sh

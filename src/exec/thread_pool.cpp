@@ -1,5 +1,7 @@
 #include "exec/thread_pool.h"
 
+#include "exec/fp_mode.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -77,7 +79,10 @@ void ThreadPool::worker_loop(int w) {
     }
     if (stop_) return;
     seen = generation_.load(std::memory_order_acquire);
-    (*job_)(w);
+    {
+      ScopedFlushDenormals ftz;
+      (*job_)(w);
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // pairs with the waiter's predicate check
       done_cv_.notify_one();
@@ -94,7 +99,10 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
-  fn(0);
+  {
+    ScopedFlushDenormals ftz;  // the caller's own mode comes back when its share is done
+    fn(0);
+  }
   for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);

@@ -2,7 +2,7 @@
 // once for every worker w in [0, size()); the caller's thread is worker 0. Workers 1.. are pinned to
 // CPUs (w mod the CPUs this process may use) so a worker keeps its cache between runs. Between runs a
 // worker spins for a few tens of microseconds before sleeping, so back-to-back runs (decode steps)
-// do not pay a sleep/wake round trip each.
+// do not pay a sleep/wake round trip each. Jobs run with subnormals flushed to zero (exec/fp_mode.h).
 #pragma once
 
 #include <atomic>
