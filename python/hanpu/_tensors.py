@@ -1,13 +1,10 @@
 """Zero-copy hand-over of PyTorch tensors and NumPy arrays to the C++ engine.
 
 Every tensor is described to the extension as ``(address, dtype, shape, strides)`` with strides in
-elements, read from the caller's own object. Nothing is copied, except:
-  * a tensor whose last dimension is not unit-stride (e.g. transformers' q, k, v, which are views of a
-    transposed [B, C, T] convolution output: channel stride T). The engine reads a token's row of K
-    channels at a time; with channel stride T every element of a row sits on its own page, and a
-    Qwen3.5 layer ran 8x slower than with one transposing copy first (at T=8192, measured with
-    python/benchmarks/transformers_prefill.py), so such tensors are made contiguous once;
-  * a NumPy stride that is not a multiple of the item size, and int32 ``cu_seqlens`` (widened to int64).
+elements, read from the caller's own object. Nothing is copied here, except a NumPy array with a stride
+that is not a multiple of its item size, and int32 ``cu_seqlens`` (widened to int64). (Inputs whose last
+dimension is not unit-stride, such as transformers' q, k, v, are repacked by the engine itself with a
+blocked transpose: src/exec/repack.h.)
 Outputs are allocated here so that they are the caller's kind of object.
 """
 
@@ -56,7 +53,7 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
         if str(x.dtype).replace("torch.", "") not in _TORCH_DTYPE_NAMES:
             raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
                             + (" (or int64)" if index else ""))
-        return x.contiguous() if x.dim() and x.shape[-1] > 1 and x.stride(-1) != 1 else x
+        return x
     if not isinstance(x, np.ndarray):
         if hasattr(x, "__dlpack__"):
             x = _from_dlpack(name, x)
@@ -69,7 +66,7 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
     if x.dtype.name not in _NUMPY_DTYPES:
         raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
                         + (" (or int64)" if index else ""))
-    if any(s % x.itemsize for s in x.strides) or (x.ndim and x.shape[-1] > 1 and x.strides[-1] != x.itemsize):
+    if any(s % x.itemsize for s in x.strides):
         x = np.ascontiguousarray(x)
     return x
 
