@@ -262,8 +262,8 @@ TEST(Engine, DecodeSlotsMatchesTheRecurrentPath) {
 }
 
 // Inputs stored channel-major ([B, C, T] transposed, as transformers hands them over: channel stride T)
-// are repacked by the engine: the results equal those on contiguous copies bit for bit, and the copies
-// appear in the workspace accounting.
+// are read block-wise by the chunk loader: the results equal those on contiguous copies bit for bit, and
+// nothing is copied beyond the usual workspace.
 TEST(Engine, ChannelStridedInputsGiveTheContiguousResult) {
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
@@ -296,8 +296,7 @@ TEST(Engine, ChannelStridedInputsGiveTheContiguousResult) {
         ASSERT_TRUE(engine_forward(strided, opt, cfg, Outputs{o2.view(), s2.view()}, &st2).ok());
         EXPECT_EQ(o1.bytes, o2.bytes) << strategy_name(s);
         EXPECT_EQ(s1.bytes, s2.bytes) << strategy_name(s);
-        const int64_t copies = T * H * (K + K + V) * static_cast<int64_t>(dtype_size(dt));
-        EXPECT_EQ(st2.peak_workspace_bytes, st1.peak_workspace_bytes + copies) << strategy_name(s);
+        EXPECT_EQ(st2.peak_workspace_bytes, st1.peak_workspace_bytes) << strategy_name(s);
       }
     }
   }

@@ -2,9 +2,8 @@
 
 Every tensor is described to the extension as ``(address, dtype, shape, strides)`` with strides in
 elements, read from the caller's own object. Nothing is copied here, except a NumPy array with a stride
-that is not a multiple of its item size, and int32 ``cu_seqlens`` (widened to int64). (Inputs whose last
-dimension is not unit-stride, such as transformers' q, k, v, are repacked by the engine itself with a
-blocked transpose: src/exec/repack.h.)
+that is not a multiple of its item size, and int32 ``cu_seqlens`` (widened to int64). (Channel-major inputs,
+such as transformers' q, k, v, are read block-wise by the engine's chunk loader: src/exec/chunk_kernels.)
 Outputs are allocated here so that they are the caller's kind of object.
 """
 

@@ -31,6 +31,7 @@ struct ChunkInputs {
   std::vector<float> eg;        // exp(G)            [L, w]
   std::vector<float> eg_last;   // exp(G_last - G)   [L, w]
   std::vector<float> g_last;    // exp(G_last)       [w]
+  std::vector<float> run;       // one channel's L tokens, for channel-major inputs [C]
 
   ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_);
   int64_t bytes() const;
@@ -41,6 +42,10 @@ struct ChunkInputs {
   // Loads rows, cumsums the gates and forms the decay factors.
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
+
+// True for a [B, T, M, n] view whose tokens are closer together than its channels (channel-major), which
+// ChunkInputs reads block-wise.
+bool channel_major(const TensorView& x);
 
 // Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
 int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);

@@ -1,6 +1,5 @@
 #include "hanpu/engine.h"
 
-#include "exec/repack.h"
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 
@@ -54,8 +53,6 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   st->simd_target = simd::target_name();
   st->dataflow = strategy_name(cfg.strategy);
   const Outputs o = with_strides(out);
-  RepackedInputs repacked;
-  repacked.apply(&p, pool);
   if (cfg.strategy == Strategy::kHanpu) {
     run_hanpu(p, cfg, pool, o, st);
   } else if (cfg.strategy == Strategy::kFlashQla) {
@@ -63,8 +60,6 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   } else {
     run_materialising(p, cfg.strategy, pool, o, st);
   }
-  st->peak_workspace_bytes += repacked.bytes();  // the copies live through the whole run
-  st->traffic_bytes += 2 * repacked.bytes();      // written once, read back once
   return Status::Ok();
 }
 

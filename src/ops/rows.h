@@ -31,14 +31,22 @@ class RowLoader {
   // out[0..K) = scale * q[b, t, h] (after the optional l2norm).
   void q(int64_t b, int64_t t, int64_t h, R* out) const {
     load_row(p_.in.q, b, t, h, p_.K, out);
-    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(out, p_.K);
-    const R s = static_cast<R>(p_.scale);
-    for (int64_t d = 0; d < p_.K; ++d) out[d] *= s;
+    finish_q(out);
   }
 
   void k(int64_t b, int64_t t, int64_t h, R* out) const {
     load_row(p_.in.k, b, t, h, p_.K, out);
-    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(out, p_.K);
+    finish_k(out);
+  }
+
+  // The in-kernel preprocessing of a raw q / k row (for callers that load rows themselves).
+  void finish_q(R* row) const {
+    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
+    const R s = static_cast<R>(p_.scale);
+    for (int64_t d = 0; d < p_.K; ++d) row[d] *= s;
+  }
+  void finish_k(R* row) const {
+    if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
   }
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
