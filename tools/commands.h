@@ -12,5 +12,6 @@ using Runner = std::function<int()>;
 Runner add_run_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+Runner add_plan_command(CLI::App& app);
 
 }  // namespace hanpu::cli

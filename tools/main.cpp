@@ -1,4 +1,5 @@
-// hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep).
+// hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep),
+// `hanpu bench` (engine timings), `hanpu plan` (the offline planner).
 #include <cstdio>
 #include <map>
 
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
   runners[verify] = hanpu::cli::add_verify_command(*verify);
   CLI::App* bench = app.add_subcommand("bench", "Time the engine's strategies side by side");
   runners[bench] = hanpu::cli::add_bench_command(*bench);
+  CLI::App* plan = app.add_subcommand("plan", "Plan a chunk's operator order and layouts for a device");
+  runners[plan] = hanpu::cli::add_plan_command(*plan);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

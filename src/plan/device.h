@@ -1,0 +1,50 @@
+// Device descriptions (devices/*.json, schema "hanpu-device/1"): the parameters the planner's cost model
+// and lifetime analysis read. Every number is an object {"value": ..., "source": "..."}: the document,
+// page or repository path it comes from, or "estimate: <arithmetic>". Loading validates everything and
+// names the field path of the first error, e.g. "devices/x.json: matrix.macs_per_cycle.value: expected a
+// positive number".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hanpu/status.h"
+
+namespace hanpu::plan {
+
+struct Memory {
+  std::string name;
+  int64_t bytes = 0;
+  bool on_chip = false;
+};
+
+struct Device {
+  std::string name, description, origin;  // origin: the file it came from
+  double clock_ghz = 1;
+  int cores = 1;
+  int operand_bytes = 4;  // bytes per element of chunk operands (the state is always fp32)
+  std::vector<Memory> memories;
+  // Which memory holds what (names from `memories`).
+  std::string vector_mem, matrix_operand_mem, matrix_result_mem, state_mem, materialised_mem;
+  double matrix_macs_per_cycle = 1;
+  bool matrix_requires_blocked = false;
+  double matrix_dense_penalty = 1;      // cycles factor of a GEMM on dense operands (when allowed)
+  double vector_bytes_per_cycle = 1;
+  double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
+  int64_t block_rows = 16, block_cols = 16;
+  double transform_bytes_per_cycle = 1, transform_fixed_cycles = 0;
+
+  const Memory* memory(const std::string& name) const;
+};
+
+// The directory of the shipped device files (the source tree's devices/, or $HANPU_DEVICES_DIR).
+std::string devices_dir();
+// Names of the shipped devices (the *.json files in devices_dir()), sorted.
+std::vector<std::string> shipped_devices();
+// `name_or_path`: a shipped device name (e.g. "ascend-310p") or a path to a JSON file.
+Status load_device(const std::string& name_or_path, Device* out);
+// Parses a device description from JSON text; `origin` prefixes error messages.
+Status parse_device(const std::string& text, const std::string& origin, Device* out);
+
+}  // namespace hanpu::plan

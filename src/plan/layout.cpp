@@ -1,0 +1,327 @@
+#include "plan/layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "plan/lifetime.h"
+
+namespace hanpu::plan {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Layout kLayouts[] = {Layout::kDense, Layout::kBlocked};
+uint8_t bit(Layout l) { return l == Layout::kDense ? 1 : 2; }
+
+// The layout a tensor is stored in: inputs arrive dense, the incoming state in the state layout,
+// everything else in its producer's layout.
+Layout stored_layout(const Graph& g, int t, int prod, const std::vector<Layout>& op_layout, Layout state) {
+  if (t == g.state_in) return state;
+  if (prod < 0) return Layout::kDense;
+  return op_layout[prod];
+}
+
+std::vector<int> unique_inputs(const OpNode& o) {
+  std::vector<int> in = o.inputs;
+  std::sort(in.begin(), in.end());
+  in.erase(std::unique(in.begin(), in.end()), in.end());
+  return in;
+}
+
+}  // namespace
+
+bool DeviceCostModel::allowed(const Graph& g, int op, Layout l) const {
+  return !(g.ops[op].engine == Engine::kMatrix && d_.matrix_requires_blocked && l == Layout::kDense);
+}
+
+double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
+  const OpNode& o = g.ops[op];
+  if (!allowed(g, op, l)) return kInf;
+  if (o.engine == Engine::kMatrix) {
+    // Tiles are whole: every GEMM dimension is padded to the device's block.
+    const double b = static_cast<double>(d_.block_rows);
+    auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
+    double macs = o.kind == OpKind::kGemm ? pad(o.m) * pad(o.n) * pad(o.k) : o.macs();
+    return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense ? d_.matrix_dense_penalty : 1.0);
+  }
+  const double bytes = o.vector_ops * d_.operand_bytes;
+  const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;
+  return bytes / d_.vector_bytes_per_cycle * penalty;
+}
+
+double DeviceCostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {
+  if (from == to) return 0;
+  const TensorNode& x = g.tensors[t];
+  const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
+  const double bytes = static_cast<double>(padded(x.rows, d_.block_rows) * padded(x.cols, d_.block_cols)) *
+                       (state ? 4 : d_.operand_bytes);
+  return d_.transform_fixed_cycles + 2 * bytes / d_.transform_bytes_per_cycle;  // read + write
+}
+
+LayoutPlan evaluate_plan(const Graph& g, const CostModel& cm, const std::vector<Layout>& op_layout,
+                         Layout state_layout) {
+  LayoutPlan p;
+  p.op_layout = op_layout;
+  p.state_layout = state_layout;
+  const int nt = static_cast<int>(g.tensors.size());
+  std::vector<int> prod(nt);
+  for (int t = 0; t < nt; ++t) prod[t] = g.producer(t);
+  std::vector<uint8_t> avail(nt, 0);
+  double cost = 0;
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    const Layout e = op_layout[i];
+    if (!cm.allowed(g, i, e)) return p;  // cost stays infinite
+    for (int t : unique_inputs(g.ops[i])) {
+      const Layout s = stored_layout(g, t, prod[t], op_layout, state_layout);
+      avail[t] |= bit(s);
+      if (!(avail[t] & bit(e))) {
+        const double c = cm.transform_cost(g, t, s, e);
+        p.transforms.push_back({t, s, e, i, c});
+        cost += c;
+        avail[t] |= bit(e);
+      }
+    }
+    cost += cm.op_cost(g, i, e);
+  }
+  for (int t = 0; t < nt; ++t) {
+    if (g.tensors[t].role != Role::kOutput) continue;
+    const Layout s = stored_layout(g, t, prod[t], op_layout, state_layout);
+    if (s != Layout::kDense) {  // the caller reads outputs row-major
+      const double c = cm.transform_cost(g, t, s, Layout::kDense);
+      p.transforms.push_back({t, s, Layout::kDense, -1, c});
+      cost += c;
+    }
+  }
+  const Layout out = stored_layout(g, g.state_out, prod[g.state_out], op_layout, state_layout);
+  if (out != state_layout) {
+    const double c = cm.transform_cost(g, g.state_out, out, state_layout);
+    p.transforms.push_back({g.state_out, out, state_layout, -1, c});
+    cost += c;
+  }
+  p.cost = cost;
+  return p;
+}
+
+namespace {
+
+// One DP step: a single operator or a merged vector chain [first, last].
+struct Step {
+  int first, last;
+};
+
+// Pruning (iii): consecutive vector ops i, i+1 merge when op i has a single output read only by op i+1,
+// of the same shape as op i+1's output, and op i+1's other inputs are graph inputs.
+std::vector<Step> make_steps(const Graph& g, bool chains) {
+  std::vector<Step> steps;
+  const int n = static_cast<int>(g.ops.size());
+  for (int i = 0; i < n; ++i) {
+    if (chains && !steps.empty()) {
+      const int j = steps.back().last;  // previous op
+      const OpNode &a = g.ops[j], &b = g.ops[i];
+      bool link = a.engine == Engine::kVector && b.engine == Engine::kVector && a.outputs.size() == 1 &&
+                  b.outputs.size() == 1;
+      if (link) {
+        const int t = a.outputs[0];
+        const TensorNode &x = g.tensors[t], &y = g.tensors[b.outputs[0]];
+        const std::vector<int> readers = g.consumers(t);
+        link = readers.size() == 1 && readers[0] == i && x.rows == y.rows && x.cols == y.cols &&
+               x.role == Role::kIntermediate;
+        for (int in : b.inputs) {
+          if (in != t && g.producer(in) >= 0) link = false;  // a side input with a variable layout
+          if (in == g.state_in) link = false;
+        }
+      }
+      if (link) {
+        steps.back().last = i;
+        continue;
+      }
+    }
+    steps.push_back({i, i});
+  }
+  return steps;
+}
+
+// A DP state: (tensor, available-layout mask) for each live tensor, sorted by tensor.
+using Key = std::vector<std::pair<int, uint8_t>>;
+
+struct Entry {
+  double cost = kInf;
+  Key prev;
+  Layout choice = Layout::kDense;
+};
+
+}  // namespace
+
+LayoutPlan plan_layouts(const Graph& g, const CostModel& cm, const DpOptions& opt) {
+  const int n = static_cast<int>(g.ops.size()), nt = static_cast<int>(g.tensors.size());
+  const std::vector<Step> steps = make_steps(g, opt.chains);
+  std::vector<int> prod(nt), last_read(nt, -1);
+  for (int t = 0; t < nt; ++t) {
+    prod[t] = g.producer(t);
+    const std::vector<int> c = g.consumers(t);
+    if (!c.empty()) last_read[t] = c.back();
+  }
+  // Operators whose layout is forced (a single allowed layout): the anchors of pruning (ii).
+  std::vector<int> forced(n, -1);
+  for (int i = 0; i < n; ++i) {
+    const bool d = cm.allowed(g, i, Layout::kDense), b = cm.allowed(g, i, Layout::kBlocked);
+    if (d != b) forced[i] = d ? 0 : 1;
+  }
+  // Pruning (ii): after step s, a tensor whose every later reader is forced has a fixed future: the
+  // transforms to the layouts those readers want are paid then and the tensor leaves the DP state.
+  // settle_after[t] is that step (-2: never), the same on every DP path.
+  std::vector<int> settle_after(nt, -2);
+  std::vector<uint8_t> settle_want(nt, 0);
+  if (opt.anchors) {
+    for (int t = 0; t < nt; ++t) {
+      if (t == g.state_out || g.tensors[t].role == Role::kOutput || last_read[t] < 0) continue;
+      for (std::size_t s = 0; s < steps.size(); ++s) {
+        const bool present = prod[t] < 0 ? true : prod[t] <= steps[s].last;
+        if (!present || steps[s].last >= last_read[t]) continue;
+        bool all_forced = true;
+        uint8_t want = 0;
+        for (int c : g.consumers(t)) {
+          if (c <= steps[s].last) continue;
+          if (forced[c] < 0) all_forced = false;
+          want |= forced[c] == 1 ? 2 : 1;
+        }
+        // Only once the tensor has been touched (read or produced) by this step, so its mask is known.
+        bool touched = prod[t] >= 0 && prod[t] <= steps[s].last;
+        for (int c : g.consumers(t)) touched = touched || c <= steps[s].last;
+        if (all_forced && touched) {
+          settle_after[t] = static_cast<int>(s);
+          settle_want[t] = want;
+          break;
+        }
+      }
+    }
+  }
+  auto other = [](Layout l) { return l == Layout::kDense ? Layout::kBlocked : Layout::kDense; };
+  LayoutPlan best;
+  int64_t visited = 0;
+  for (Layout state : kLayouts) {
+    std::vector<std::map<Key, Entry>> layers(steps.size() + 1);  // DP states after each step
+    layers[0][Key{}] = Entry{0, {}, Layout::kDense};
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const Step st = steps[s];
+      for (const auto& [key, entry] : layers[s]) {
+        ++visited;
+        for (Layout e : kLayouts) {
+          bool ok = true;
+          for (int i = st.first; i <= st.last; ++i) ok = ok && cm.allowed(g, i, e);
+          if (!ok) continue;
+          std::map<int, uint8_t> av(key.begin(), key.end());
+          double cost = entry.cost;
+          for (int i = st.first; i <= st.last; ++i) {
+            for (int t : unique_inputs(g.ops[i])) {
+              if (settle_after[t] >= 0 && settle_after[t] < static_cast<int>(s)) continue;  // paid when settled
+              auto it = av.find(t);
+              if (it == av.end()) {
+                // First read of an input or of the state (anything produced earlier is in the state).
+                const Layout stored = t == g.state_in ? state : prod[t] < 0 ? Layout::kDense : e;
+                it = av.emplace(t, bit(stored)).first;
+              }
+              if (!(it->second & bit(e))) {
+                cost += cm.transform_cost(g, t, other(e), e);
+                it->second |= bit(e);
+              }
+            }
+            for (int t : g.ops[i].outputs) av[t] = bit(e);
+            cost += cm.op_cost(g, i, e);
+          }
+          Key next;
+          for (const auto& [t, mask] : av) {
+            if (settle_after[t] == static_cast<int>(s)) {
+              for (Layout l : kLayouts) {
+                if ((settle_want[t] & bit(l)) && !(mask & bit(l))) cost += cm.transform_cost(g, t, other(l), l);
+              }
+              continue;
+            }
+            const bool kept = t == g.state_out || g.tensors[t].role == Role::kOutput;  // needed at the end
+            if (!kept && last_read[t] <= st.last) continue;  // no readers ahead
+            next.emplace_back(t, mask);
+          }
+          Entry& slot = layers[s + 1][next];
+          if (cost < slot.cost) slot = Entry{cost, key, e};
+        }
+      }
+    }
+    for (const auto& [key, entry] : layers.back()) {
+      double cost = entry.cost;
+      uint8_t mask = 0;
+      for (const auto& [t, m] : key) {
+        if (t == g.state_out) mask = m;
+        if (g.tensors[t].role == Role::kOutput && !(m & bit(Layout::kDense))) {
+          cost += cm.transform_cost(g, t, Layout::kBlocked, Layout::kDense);  // delivered row-major
+        }
+      }
+      if (!(mask & bit(state))) cost += cm.transform_cost(g, g.state_out, other(state), state);  // back to the state layout
+      if (cost < best.cost) {
+        std::vector<Layout> layout(n, Layout::kDense);
+        Key k = key;
+        for (std::size_t s = steps.size(); s-- > 0;) {
+          const Entry& en = layers[s + 1].at(k);
+          for (int i = steps[s].first; i <= steps[s].last; ++i) layout[i] = en.choice;
+          k = en.prev;
+        }
+        best = evaluate_plan(g, cm, layout, state);
+        best.cost = cost;
+      }
+    }
+  }
+  best.dp_states = visited;
+  return best;
+}
+
+LayoutPlan plan_layouts_exhaustive(const Graph& g, const CostModel& cm) {
+  const int n = static_cast<int>(g.ops.size());
+  LayoutPlan best;
+  std::vector<Layout> layout(n, Layout::kDense);
+  for (Layout state : kLayouts) {
+    // Depth-first over operators; the partial cost (operators so far and the transforms they needed)
+    // never decreases, so a branch at or above the best complete cost is cut.
+    std::vector<std::vector<uint8_t>> avail_stack;
+    const int nt = static_cast<int>(g.tensors.size());
+    std::vector<int> prod(nt);
+    for (int t = 0; t < nt; ++t) prod[t] = g.producer(t);
+    std::vector<uint8_t> avail(nt, 0);
+    auto rec = [&](auto&& self, int i, double partial) -> void {
+      if (partial >= best.cost) return;
+      if (i == n) {
+        const LayoutPlan p = evaluate_plan(g, cm, layout, state);
+        if (p.cost < best.cost) best = p;
+        return;
+      }
+      for (Layout e : kLayouts) {
+        if (!cm.allowed(g, i, e)) continue;
+        layout[i] = e;
+        const std::vector<uint8_t> saved = avail;
+        double c = partial;
+        for (int t : unique_inputs(g.ops[i])) {
+          const Layout s = stored_layout(g, t, prod[t], layout, state);
+          avail[t] |= bit(s);
+          if (!(avail[t] & bit(e))) {
+            c += cm.transform_cost(g, t, s, e);
+            avail[t] |= bit(e);
+          }
+        }
+        c += cm.op_cost(g, i, e);
+        self(self, i + 1, c);
+        avail = saved;
+      }
+    };
+    rec(rec, 0, 0.0);
+  }
+  return best;
+}
+
+LayoutPlan fixed_layouts(const Graph& g, const CostModel& cm) {
+  std::vector<Layout> layout(g.ops.size(), Layout::kDense);
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    if (!cm.allowed(g, i, Layout::kDense)) layout[i] = Layout::kBlocked;
+  }
+  return evaluate_plan(g, cm, layout, Layout::kDense);
+}
+
+}  // namespace hanpu::plan

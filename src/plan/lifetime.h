@@ -1,0 +1,38 @@
+// Lifetime analysis: peak live bytes per memory for a chunk graph in its order, on a device.
+//
+// Model (one chunk of one head, steps = operators in order):
+// - an operand of a vector op must be in the device's vector memory, an operand of a matrix op in its
+//   matrix-operand memory; a tensor is present in a memory from the step it is produced there (or moved
+//   there: at its producer's step) to the last step that reads it from there. Graph inputs are loaded at
+//   their first use in each memory.
+// - a matrix op's result passes through the matrix-result memory at its producer's step only (moved out
+//   at once, as FixPipe / L0C->UB moves do).
+// - the recurrent state lives in the state memory: S from the chunk start to its last read, S' from its
+//   production to the chunk end. When the state update is S's last reader (chunk-first order), S' is
+//   written over S in place: one buffer, not two.
+// - a tensor whose producer and a consumer are different kernels is materialised in global memory
+//   (written once, read back by each consuming kernel) and counted as traffic, not as on-chip bytes.
+// Element sizes: the device's operand size for chunk tensors, 4 bytes for the state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "plan/device.h"
+#include "plan/graph.h"
+
+namespace hanpu::plan {
+
+struct LifetimeReport {
+  std::map<std::string, int64_t> peak_bytes;  // per memory name (on-chip memories only)
+  std::map<std::string, int> peak_step;       // the step at which each peak occurs
+  bool state_in_place = false;                // S' overwrites S
+  int64_t materialised_bytes = 0;             // bytes written to global memory between kernels
+  int64_t materialised_traffic_bytes = 0;     // those writes plus their reads
+};
+
+int64_t tensor_bytes(const Graph& g, int t, const Device& d);
+LifetimeReport analyse_lifetimes(const Graph& g, const Device& d);
+
+}  // namespace hanpu::plan
