@@ -187,5 +187,31 @@ TEST(Cli, VerifyPrintsATableAndWritesJson) {
   EXPECT_EQ(run_cli("verify --instances 0", &log), 2);
 }
 
+TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
+  const std::string json_path = temp("plan.json");
+  std::string log;
+  ASSERT_EQ(run_cli("plan --kind kda --device ascend-310p --chunk-size 32 --json " + json_path, &log), 0) << log;
+  EXPECT_NE(log.find("plan: kda chunk on ascend-310p, C=32"), std::string::npos) << log;
+  EXPECT_NE(log.find("state updated in place: yes"), std::string::npos) << log;
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  for (const char* field : {"steps", "macs_per_chunk", "peak_bytes", "transforms", "estimated_cost"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_TRUE(j["peak_bytes"].contains("UB"));
+  std::string again;
+  ASSERT_EQ(run_cli("plan --load " + json_path, &again), 0) << again;
+  EXPECT_EQ(again, log);  // the loaded plan prints exactly as planned
+  ASSERT_EQ(run_cli("plan --device host --no-reorder --no-gemm-first --no-layout-plan", &log), 0) << log;
+  EXPECT_NE(log.find("state updated in place: no"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("plan --device nope", &log), 2);
+  EXPECT_NE(log.find("unknown device 'nope'"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("plan --kind gdn", &log), 2);
+  EXPECT_NE(log.find("--device is required"), std::string::npos) << log;
+  std::ofstream(temp("bad_plan.json")) << "{\"schema\": \"hanpu-plan/1\"}";
+  EXPECT_EQ(run_cli("plan --load " + temp("bad_plan.json"), &log), 2);
+  EXPECT_NE(log.find("kind: missing"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace hanpu

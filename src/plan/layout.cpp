@@ -110,27 +110,42 @@ struct Step {
   int first, last;
 };
 
-// Pruning (iii): consecutive vector ops i, i+1 merge when op i has a single output read only by op i+1,
-// of the same shape as op i+1's output, and op i+1's other inputs are graph inputs.
+// Pruning (iii). A vector op is chainable when exactly one of its inputs has a variable layout (the others
+// are graph inputs, always dense) and that input has the op's output shape. Consecutive chainable ops
+// linked by a single-reader intermediate form one step. Then every transform a chain can need is of a
+// tensor of one size (its head input, an interior tensor, or its output for later readers), and all-dense
+// needs at most as many as any mixed assignment (a mixed one switches layout inside at least once), while
+// its vector work is never dearer: so {all dense, all blocked} contains an optimum.
+int variable_input(const Graph& g, const OpNode& o) {
+  int var = -1;
+  for (int t : unique_inputs(o)) {
+    if (g.tensors[t].role == Role::kInput) continue;
+    if (var >= 0) return -1;
+    var = t;
+  }
+  return var;
+}
+
+bool chainable(const Graph& g, const OpNode& o) {
+  if (o.engine != Engine::kVector || o.outputs.size() != 1) return false;
+  const int v = variable_input(g, o);
+  if (v < 0) return false;
+  const TensorNode &in = g.tensors[v], &out = g.tensors[o.outputs[0]];
+  return in.rows == out.rows && in.cols == out.cols;
+}
+
 std::vector<Step> make_steps(const Graph& g, bool chains) {
   std::vector<Step> steps;
   const int n = static_cast<int>(g.ops.size());
   for (int i = 0; i < n; ++i) {
     if (chains && !steps.empty()) {
-      const int j = steps.back().last;  // previous op
-      const OpNode &a = g.ops[j], &b = g.ops[i];
-      bool link = a.engine == Engine::kVector && b.engine == Engine::kVector && a.outputs.size() == 1 &&
-                  b.outputs.size() == 1;
+      const OpNode &a = g.ops[steps.back().last], &b = g.ops[i];
+      bool link = chainable(g, g.ops[steps.back().first]) && chainable(g, a) && chainable(g, b);
       if (link) {
         const int t = a.outputs[0];
-        const TensorNode &x = g.tensors[t], &y = g.tensors[b.outputs[0]];
         const std::vector<int> readers = g.consumers(t);
-        link = readers.size() == 1 && readers[0] == i && x.rows == y.rows && x.cols == y.cols &&
-               x.role == Role::kIntermediate;
-        for (int in : b.inputs) {
-          if (in != t && g.producer(in) >= 0) link = false;  // a side input with a variable layout
-          if (in == g.state_in) link = false;
-        }
+        link = variable_input(g, b) == t && readers.size() == 1 && readers[0] == i &&
+               g.tensors[t].role == Role::kIntermediate;
       }
       if (link) {
         steps.back().last = i;
@@ -278,16 +293,27 @@ LayoutPlan plan_layouts_exhaustive(const Graph& g, const CostModel& cm) {
   const int n = static_cast<int>(g.ops.size());
   LayoutPlan best;
   std::vector<Layout> layout(n, Layout::kDense);
+  // rest[i]: the cheapest the operators i.. can possibly cost (each in its cheaper allowed layout, no
+  // transforms): an admissible bound on what remains.
+  std::vector<double> rest(n + 1, 0);
+  for (int i = n - 1; i >= 0; --i) {
+    double m = kInf;
+    for (Layout l : kLayouts) {
+      if (cm.allowed(g, i, l)) m = std::min(m, cm.op_cost(g, i, l));
+    }
+    rest[i] = rest[i + 1] + m;
+  }
   for (Layout state : kLayouts) {
-    // Depth-first over operators; the partial cost (operators so far and the transforms they needed)
-    // never decreases, so a branch at or above the best complete cost is cut.
+    // Depth-first over operators; the partial cost (operators so far and the transforms they needed) plus
+    // the bound on the rest never decreases along a branch, so a branch at or above the best complete
+    // cost is cut. Every assignment is either evaluated or provably no better.
     std::vector<std::vector<uint8_t>> avail_stack;
     const int nt = static_cast<int>(g.tensors.size());
     std::vector<int> prod(nt);
     for (int t = 0; t < nt; ++t) prod[t] = g.producer(t);
     std::vector<uint8_t> avail(nt, 0);
     auto rec = [&](auto&& self, int i, double partial) -> void {
-      if (partial >= best.cost) return;
+      if (partial + rest[i] >= best.cost) return;
       if (i == n) {
         const LayoutPlan p = evaluate_plan(g, cm, layout, state);
         if (p.cost < best.cost) best = p;

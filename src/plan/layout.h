@@ -17,9 +17,10 @@
 //        (the matrix unit mandating blocked operands) has a fixed future cost: it is settled at once and
 //        leaves the DP state, so branches into matrix operators add no state;
 //  (iii) vector chains: consecutive shape-preserving vector operators linked by single-reader tensors,
-//        whose other inputs are graph inputs, are one DP step with two candidates, all dense or all
-//        blocked. Exact when vector operators are never faster on blocked tiles and a transform's cost
-//        depends only on the tensor's size (the paper's premises; the device cost model satisfies both).
+//        each with one variable-layout input (its others are graph inputs), are one DP step with two
+//        candidates, all dense or all blocked. Exact when vector operators are never faster on blocked
+//        tiles and a transform's cost depends only on the tensor's size (the paper's premises; the device
+//        cost model satisfies both) — the argument is in layout.cpp.
 // The exhaustive search (branch and bound over every operator's layout, no prunings) is the oracle.
 #pragma once
 

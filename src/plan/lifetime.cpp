@@ -33,15 +33,10 @@ LifetimeReport analyse_lifetimes(const Graph& g, const Device& d) {
     const int64_t bytes = tensor_bytes(g, t, d);
     const int prod = g.producer(t);
     const std::vector<int> cons = g.consumers(t);
-    if (x.role == Role::kStateIn) {
-      add(d.state_mem, 0, s_last_read, bytes);
-      continue;
-    }
-    if (x.role == Role::kStateOut) {
-      // In place: S' takes over S's buffer, already counted up to the update step.
-      add(d.state_mem, rep.state_in_place ? prod + 1 : prod, n - 1, bytes);
-      continue;
-    }
+    const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
+    if (x.role == Role::kStateIn) add(d.state_mem, 0, s_last_read, bytes);
+    // In place: S' takes over S's buffer, already counted up to the update step.
+    if (x.role == Role::kStateOut) add(d.state_mem, rep.state_in_place ? prod + 1 : prod, n - 1, bytes);
     if (prod >= 0 && g.ops[prod].engine == Engine::kMatrix) add(d.matrix_result_mem, prod, prod, bytes);
     // Materialised between kernels: written once, read once by each other kernel.
     std::set<int> other_kernels;
@@ -65,8 +60,9 @@ LifetimeReport analyse_lifetimes(const Graph& g, const Device& d) {
       const std::string& mem = g.ops[c].engine == Engine::kMatrix ? d.matrix_operand_mem : d.vector_mem;
       need(mem, g.ops[c].kernel, c);
     }
-    if (prod >= 0 && g.ops[prod].engine == Engine::kVector) need(d.vector_mem, g.ops[prod].kernel, prod);
+    if (prod >= 0 && g.ops[prod].engine == Engine::kVector && !state) need(d.vector_mem, g.ops[prod].kernel, prod);
     for (const auto& [key, se] : span) {
+      if (state && key.first == d.state_mem) continue;  // counted above
       int from = se.first;
       // A tensor moves into a memory at its producer's step when produced by the same kernel.
       if (prod >= 0 && g.ops[prod].kernel == key.second) from = std::min(from, prod);

@@ -8,7 +8,8 @@
 // - a matrix op's result passes through the matrix-result memory at its producer's step only (moved out
 //   at once, as FixPipe / L0C->UB moves do).
 // - the recurrent state lives in the state memory: S from the chunk start to its last read, S' from its
-//   production to the chunk end. When the state update is S's last reader (chunk-first order), S' is
+//   production to the chunk end (and, like any tensor, S is also in the matrix-operand memory while
+//   matrix ops read it). When the state update is S's last reader (chunk-first order), S' is
 //   written over S in place: one buffer, not two.
 // - a tensor whose producer and a consumer are different kernels is materialised in global memory
 //   (written once, read back by each consuming kernel) and counted as traffic, not as on-chip bytes.
