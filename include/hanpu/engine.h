@@ -5,12 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "hanpu/ops.h"
 
 namespace hanpu {
+
+namespace plan {
+struct Plan;  // src/plan/plan.h: a static execution plan from the offline planner
+}
 
 enum class Strategy {
   kNative,         // one pass per operator over the whole tensor, every intermediate in a full-size buffer
@@ -43,6 +48,9 @@ struct EngineConfig {
   // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
   int64_t segment_chunks = 0;
   double flashqla_log_threshold = -25.0;
+  // hanpu: run this plan's chunk steps in its order and layouts (its kind, chunk size, K and V must match
+  // the problem's). Without one, the plan built from chunk_first, gemm_first and packed_operands runs.
+  std::shared_ptr<const plan::Plan> plan;
 };
 
 // What a run did, counted as it ran.
@@ -53,6 +61,7 @@ struct RunStats {
   int threads = 0;
   std::string simd_target;           // Highway target of the kernels, e.g. "AVX3"
   std::string dataflow;              // what ran: the strategy's name, or the hanpu extreme-tail fallback
+  std::string chunk_program;         // hanpu: the chunk steps it ran, in order (exec/chunk_program.h)
 };
 
 // Chunkwise prefill (the options of chunk_forward) on the engine. Outputs as for chunk_forward.

@@ -2,6 +2,7 @@
 
 #include "exec/strategies.h"
 #include "kernels/simd.h"
+#include "plan/plan.h"
 
 namespace hanpu {
 
@@ -32,6 +33,29 @@ bool parse_strategy(const std::string& name, Strategy* out) {
   return false;
 }
 
+Status hanpu_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* prog) {
+  if (cfg.plan) {
+    const plan::Plan& pl = *cfg.plan;
+    auto mismatch = [](const char* what, const std::string& plan_v, const std::string& problem_v) {
+      return InvalidArgument(std::string("plan ") + what + " is " + plan_v + ", the problem's is " + problem_v);
+    };
+    if (pl.kind != p.kind) return mismatch("kind", kind_name(pl.kind), kind_name(p.kind));
+    if (pl.opt.C != p.opt.chunk_size) return mismatch("chunk size", std::to_string(pl.opt.C), std::to_string(p.opt.chunk_size));
+    if (pl.opt.K != p.K) return mismatch("K", std::to_string(pl.opt.K), std::to_string(p.K));
+    if (pl.opt.V != p.V) return mismatch("V", std::to_string(pl.opt.V), std::to_string(p.V));
+    return compile_chunk_program(pl.graph, pl.layouts.op_layout, prog);
+  }
+  plan::GraphOptions go;
+  go.chunk_first = cfg.chunk_first;
+  go.gemm_first = cfg.gemm_first;
+  const plan::Graph g = plan::build_chunk_graph(p.kind, p.opt.chunk_size, p.K, p.V, go);
+  std::vector<plan::Layout> layouts(g.ops.size(), plan::Layout::kDense);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    if (cfg.packed_operands && g.tensors[g.ops[i].outputs[0]].name == "KtV") layouts[i] = plan::Layout::kBlocked;
+  }
+  return compile_chunk_program(g, layouts, prog);
+}
+
 Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
                       RunStats* stats) {
   if (cfg.threads < 0) return InvalidArgument("threads must be >= 0, got " + std::to_string(cfg.threads));
@@ -54,7 +78,10 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   st->dataflow = strategy_name(cfg.strategy);
   const Outputs o = with_strides(out);
   if (cfg.strategy == Strategy::kHanpu) {
-    run_hanpu(p, cfg, pool, o, st);
+    ChunkProgram prog;
+    HANPU_RETURN_IF_ERROR(hanpu_program(p, cfg, &prog));
+    run_hanpu(p, cfg, prog, pool, o, st);
+    st->chunk_program = prog.describe();
   } else if (cfg.strategy == Strategy::kFlashQla) {
     run_flashqla(p, cfg, pool, o, st);
   } else {

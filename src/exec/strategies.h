@@ -2,12 +2,16 @@
 #pragma once
 
 #include "exec/chunk_kernels.h"
+#include "exec/chunk_program.h"
 #include "exec/thread_pool.h"
 #include "hanpu/engine.h"
 
 namespace hanpu {
 
-void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
+// The chunk program the hanpu strategy runs: cfg.plan's (checked against the problem) or the switches'.
+Status hanpu_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* prog);
+void run_hanpu(const Problem& p, const EngineConfig& cfg, const ChunkProgram& prog, ThreadPool& pool, const Outputs& out,
+               RunStats* stats);
 // native, fla and fla-megakernel (strategy_fla.cpp).
 void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats);
 void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);

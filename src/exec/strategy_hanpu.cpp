@@ -7,7 +7,8 @@
 // over after the full rounds ("tail heads") are split column-wise along V over the otherwise idle threads,
 // each recomputing the chunk's L x L work for its own columns, so no cross-thread reduction is needed.
 //
-// Per chunk, GEMM-first order (T factored out of W):
+// Per chunk it runs a plan's steps (exec/chunk_program.h); by default the plan built from the switches of
+// EngineConfig. The GEMM-first order (T factored out of W):
 //   KS = (K o e^G) S,  QS = (Q~ o e^G) S,  A, P from K K^T and Q~ K^T,  T = (I + A)^-1
 //   V' = T diag(beta) (V - KS),  O = QS + P V'
 //   S <- e^{G_last} o S + (K o e^{G_last - G})^T V'        (chunk-first: in place, after the last read)
@@ -43,14 +44,29 @@ struct HeadWorkspace {
   int64_t C, K, V, w;
   PreparedChunk prep;
   std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
+  std::vector<float> Qs, Kd, Vb, PV;  // sized by fit() for the steps a program uses
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
         Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
 
+  // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
+  void fit(const ChunkProgram& prog, int64_t vmax) {
+    auto uses = [&](StateOp op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
+    Qs.resize(uses(StateOp::kQs) ? C * K : 0);
+    Kd.resize(uses(StateOp::kKd) && !prog.packed_update ? C * K : 0);
+    Vb.resize(uses(StateOp::kVb) ? C * V : 0);
+    // P V' before Q S (a plan may order them so) needs its own buffer.
+    const auto pv = std::find(prog.ops.begin(), prog.ops.end(), StateOp::kPV);
+    const auto qs = std::find(prog.ops.begin(), prog.ops.end(), StateOp::kQS);
+    PV.resize(pv < qs ? C * V : 0);
+    S_next.resize(prog.in_place ? 0 : K * vmax);
+  }
+
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + KS.size() + X.size() + Vn.size() + O.size() + KQ.size() +
-                               states.size() + S_next.size() + scratch.size();
+                               states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
+                               PV.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
     return prep.bytes() + static_cast<int64_t>(floats * sizeof(float));
   }
@@ -81,49 +97,72 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
 }
 
-// #4-#6 and the state update of a prepared chunk, with the head's state S [K, Vc] updated in place
-// (chunk-first) or through S_next (old and new state co-reside).
-void state_chunk(const Problem& p, const Work& wk, const EngineConfig& cfg, const PreparedChunk& pc,
+// #4-#6 and the state update of a prepared chunk, the plan's steps in the plan's order (exec/chunk_program.h),
+// with the head's state S [K, Vc] updated in place (every read of S precedes the update) or through
+// S_next (old and new state co-reside until the chunk ends).
+void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, const PreparedChunk& pc,
                  const ChunkRows& cr, HeadWorkspace& ws, float* S, const Outputs& out, Counters& cnt) {
   const int64_t K = p.K, Vc = wk.Vc, C = ws.C, w = ws.w, L = cr.L;
   const Sequence& s = p.seqs[wk.n];
   const ChunkInputs& in = pc.in;
   const float* e = in.eg.data();
-  if (cfg.gemm_first) {
-    // KS = (K o e) S;  X = diag(beta) (V - KS);  O = (Q~ o e) S
-    simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
-    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
-    simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
-    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-    simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
-    lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // V' = T X
-  } else {
-    // W = T diag(beta) (K o e);  U = T diag(beta) V;  V' = U - W S;  O = (Q~ o e) S
-    simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K);
-    lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt);  // W (in X)
-    gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);             // W S
-    for (int64_t i = 0; i < L; ++i) {
-      for (int64_t j = 0; j < Vc; ++j) ws.X[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
+  float* dst = prog.in_place ? S : ws.S_next.data();
+  bool qs_done = false, pv_in_o = false;
+  for (StateOp op : prog.ops) {
+    switch (op) {
+      case StateOp::kKe: simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K); break;
+      case StateOp::kKS: gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
+      case StateOp::kQs: simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K); break;
+      case StateOp::kQS:
+        // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
+        gemm(L, Vc, K, ws.Qs.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+        qs_done = true;
+        break;
+      case StateOp::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
+      case StateOp::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case StateOp::kKb: simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K); break;
+      case StateOp::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
+      case StateOp::kVb:
+        for (int64_t i = 0; i < L; ++i) {
+          for (int64_t j = 0; j < Vc; ++j) ws.Vb[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
+        }
+        break;
+      case StateOp::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case StateOp::kWS: gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
+      case StateOp::kVnFromUWS:
+        for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
+        break;
+      case StateOp::kPV:
+        if (qs_done) {  // O += P V', accumulated onto QS
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);
+          pv_in_o = true;
+        } else {
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt);
+        }
+        break;
+      case StateOp::kO:
+        if (!pv_in_o) {
+          for (int64_t k = 0; k < L * Vc; ++k) ws.O[k] += ws.PV[k];
+        }
+        for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
+        cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
+        break;
+      case StateOp::kKd:
+        if (!prog.packed_update) simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
+        break;
+      case StateOp::kKtV:
+        simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
+        if (prog.packed_update) {  // (K o e^{G_last - G})^T packed into a [K, L] panel
+          pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
+          gemm(K, Vc, L, ws.kt.data(), L, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+        } else {  // Kd read transposed in place
+          gemm_tn(K, Vc, L, ws.Kd.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
+        }
+        break;
+      case StateOp::kUpdate: break;  // ran fused at kKtV
     }
-    lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt);  // U
-    for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
-    simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.KQ.data(), K);
-    gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
   }
-  lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);  // O += P V'
-  // State update after the last read of S this chunk.
-  float* dst = cfg.chunk_first ? S : ws.S_next.data();
-  simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
-  if (cfg.packed_operands) {  // (K o e^{G_last - G})^T packed into a [K, L] panel
-    pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
-    gemm(K, Vc, L, ws.kt.data(), L, ws.Vn.data(), Vc, true, dst, Vc, cnt);
-  } else {  // K o e^{G_last - G}, read transposed in place
-    simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.KQ.data(), K);
-    gemm_tn(K, Vc, L, ws.KQ.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
-  }
-  if (!cfg.chunk_first) std::copy(dst, dst + K * Vc, S);
-  for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
-  cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
+  if (!prog.in_place) std::copy(dst, dst + K * Vc, S);
 }
 
 // Runs a group of heads of one sequence (same column slice) chunk by chunk in lockstep: chunk c of every
@@ -131,7 +170,7 @@ void state_chunk(const Problem& p, const Work& wk, const EngineConfig& cfg, cons
 // changes no head's arithmetic, but the group's rows of a token are neighbours in memory ([B, T, H, K]),
 // so one page and a few cache lines serve them all instead of one scattered row per head. The next
 // (head, chunk) step's rows are prefetched while the current one computes.
-void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group, int64_t g, const EngineConfig& cfg,
+void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group, int64_t g, const ChunkProgram& prog,
                HeadWorkspace& ws, const Outputs& out, Counters& cnt) {
   const int64_t KV = p.K * group[0].Vc;
   for (int64_t j = 0; j < g; ++j) begin_head(p, group[j], ws.states.data() + j * KV, cnt);
@@ -142,7 +181,7 @@ void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group
       if (nt0 < s.begin + s.len) ws.prep.in.prefetch(p, s, group[nj].hv, chunk_at(p, group[nj], nt0));
       const ChunkRows cr = chunk_at(p, group[j], t0);
       prepare_chunk(p, rows, group[j], cr, ws.prep, ws, cnt);
-      state_chunk(p, group[j], cfg, ws.prep, cr, ws, ws.states.data() + j * KV, out, cnt);
+      state_chunk(p, group[j], prog, ws.prep, cr, ws, ws.states.data() + j * KV, out, cnt);
     }
   }
   for (int64_t j = 0; j < g; ++j) {
@@ -209,9 +248,9 @@ int64_t max_columns(const std::vector<Work>& items) {
 }
 
 // The normal path: each thread runs its heads, in lockstep groups of up to g_max per sequence and slice.
-void run_heads(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const std::vector<std::vector<Work>>& plan,
-               const RowLoader<float>& rows, const Outputs& out, std::vector<Counters>& counters,
-               std::vector<int64_t>& ws_bytes) {
+void run_heads(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
+               const std::vector<std::vector<Work>>& plan, const RowLoader<float>& rows, const Outputs& out,
+               std::vector<Counters>& counters, std::vector<int64_t>& ws_bytes) {
   pool.run([&](int t) {
     if (plan[t].empty()) return;
     const int64_t vmax = max_columns(plan[t]);
@@ -231,10 +270,10 @@ void run_heads(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
       i = j;
     }
     ws.states.resize(g_used * p.K * vmax);
-    ws.S_next.resize(cfg.chunk_first ? 0 : p.K * vmax);
+    ws.fit(prog, vmax);
     ws_bytes[t] = ws.bytes();
     for (const auto& [b, e] : groups) {
-      run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), cfg, ws, out, counters[t]);
+      run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), prog, ws, out, counters[t]);
     }
   });
 }
@@ -243,7 +282,7 @@ void run_heads(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
 // state-independent #1-#3 and P, stored per chunk), then each head's owner runs the state-dependent
 // part over its chunks in order. Both halves are the normal path's functions, so the results are
 // bit-identical to it; the price is a workspace that grows with T.
-int64_t run_chunk_parallel(const Problem& p, const EngineConfig& cfg, ThreadPool& pool,
+int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
                            const std::vector<std::vector<Work>>& plan, const RowLoader<float>& rows,
                            const Outputs& out, std::vector<Counters>& counters, std::vector<int64_t>& ws_bytes) {
   struct Task {
@@ -276,14 +315,14 @@ int64_t run_chunk_parallel(const Problem& p, const EngineConfig& cfg, ThreadPool
     if (plan[t].empty()) return;
     HeadWorkspace& ws = thread_workspace(p, vmax);
     ws.states.resize(p.K * vmax);
-    ws.S_next.resize(cfg.chunk_first ? 0 : p.K * vmax);
+    ws.fit(prog, vmax);
     ws_bytes[t] = ws.bytes();
     float* S = ws.states.data();
     for (const Work& wk : plan[t]) {
       begin_head(p, wk, S, counters[t]);
       for (std::size_t i = 0; i < tasks.size(); ++i) {
         if (tasks[i].wk != &wk) continue;
-        state_chunk(p, wk, cfg, *prepared[i], chunk_at(p, wk, tasks[i].t0), ws, S, out, counters[t]);
+        state_chunk(p, wk, prog, *prepared[i], chunk_at(p, wk, tasks[i].t0), ws, S, out, counters[t]);
       }
       if (out.final_state) store_state(p, *out.final_state, wk.n, wk.hv, S, wk.c0, wk.Vc);
     }
@@ -295,7 +334,8 @@ int64_t run_chunk_parallel(const Problem& p, const EngineConfig& cfg, ThreadPool
 
 }  // namespace
 
-void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
+void run_hanpu(const Problem& p, const EngineConfig& cfg, const ChunkProgram& prog, ThreadPool& pool, const Outputs& out,
+               RunStats* stats) {
   const int threads = pool.size();
   const std::vector<std::vector<Work>> plan = assign(p, cfg, threads);
   const RowLoader<float> rows(p);
@@ -312,9 +352,9 @@ void run_hanpu(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, cons
   const bool fallback = cfg.chunk_parallel_fallback && 2 * items <= threads && most_chunks >= 2;
   int64_t stored = 0;
   if (fallback) {
-    stored = run_chunk_parallel(p, cfg, pool, plan, rows, out, counters, ws_bytes);
+    stored = run_chunk_parallel(p, prog, pool, plan, rows, out, counters, ws_bytes);
   } else {
-    run_heads(p, cfg, pool, plan, rows, out, counters, ws_bytes);
+    run_heads(p, prog, pool, plan, rows, out, counters, ws_bytes);
   }
   if (!stats) return;
   stats->dataflow = fallback ? "hanpu (chunk-parallel fallback for an extreme tail)" : "hanpu";

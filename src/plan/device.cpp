@@ -154,6 +154,7 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.matrix_requires_blocked = mx.flag("requires_blocked");
   d.matrix_dense_penalty = mx.number("dense_penalty");
   Reader vx = r.child("vector");
+  d.vector_allows_blocked = vx.flag("allows_blocked");
   d.vector_bytes_per_cycle = vx.number("bytes_per_cycle");
   d.vector_blocked_row_wise_penalty = vx.number("blocked_row_wise_penalty");
   if (st.ok() && d.vector_blocked_row_wise_penalty < 1) {

@@ -29,7 +29,9 @@ struct Device {
   std::string vector_mem, matrix_operand_mem, matrix_result_mem, state_mem, materialised_mem;
   double matrix_macs_per_cycle = 1;
   bool matrix_requires_blocked = false;
-  double matrix_dense_penalty = 1;      // cycles factor of a GEMM on dense operands (when allowed)
+  double matrix_dense_penalty = 1;      // cycles factor of a GEMM reading a transposed operand in place
+                                        // (dense) instead of from a blocked/packed copy (when allowed)
+  bool vector_allows_blocked = true;    // vector operators can run on blocked tiles
   double vector_bytes_per_cycle = 1;
   double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
   int64_t block_rows = 16, block_cols = 16;

@@ -32,7 +32,10 @@ std::vector<int> unique_inputs(const OpNode& o) {
 }  // namespace
 
 bool DeviceCostModel::allowed(const Graph& g, int op, Layout l) const {
-  return !(g.ops[op].engine == Engine::kMatrix && d_.matrix_requires_blocked && l == Layout::kDense);
+  const bool matrix = g.ops[op].engine == Engine::kMatrix;
+  if (matrix && d_.matrix_requires_blocked && l == Layout::kDense) return false;
+  if (!matrix && !d_.vector_allows_blocked && l == Layout::kBlocked) return false;
+  return true;
 }
 
 double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
@@ -43,7 +46,8 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
     const double b = static_cast<double>(d_.block_rows);
     auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
     double macs = o.kind == OpKind::kGemm ? pad(o.m) * pad(o.n) * pad(o.k) : o.macs();
-    return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense ? d_.matrix_dense_penalty : 1.0);
+    const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense
+    return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense && transposed ? d_.matrix_dense_penalty : 1.0);
   }
   const double bytes = o.vector_ops * d_.operand_bytes;
   const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;

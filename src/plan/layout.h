@@ -45,7 +45,7 @@ class CostModel {
 };
 
 // The analytic model of a device description: GEMM cycles = padded MACs / MACs per cycle (x the dense
-// penalty when dense operands are allowed); vector cycles = bytes touched / vector bytes per cycle (x the
+// penalty for a GEMM with a transposed operand run dense, where dense is allowed); vector cycles = bytes touched / vector bytes per cycle (x the
 // blocked penalty for row-wise operations); transform cycles = fixed + 2 x padded bytes / transform rate.
 class DeviceCostModel : public CostModel {
  public:
