@@ -101,16 +101,16 @@ TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
   std::ifstream sf(svg_path);
   const std::string svg((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
-  for (const char* step : {">fla<", ">+fusion<", ">+gemm-first<"}) EXPECT_NE(svg.find(step), std::string::npos) << step;
+  for (const char* step : {">fla<", ">+fusion<", ">+gemm-first<", ">+layout-plan<"}) EXPECT_NE(svg.find(step), std::string::npos) << step;
   EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 10, true);
   std::size_t polylines = 0;
   for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
-  EXPECT_EQ(polylines, 5u);
+  EXPECT_EQ(polylines, 6u);
   EXPECT_NE(log.find("FMA peak"), std::string::npos) << log;
   std::ifstream jf(json_path);
   const auto j = nlohmann::json::parse(jf);
   EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0.0);
-  ASSERT_EQ(j["records"].size(), 10u);  // 5 ablation steps x 2 lengths
+  ASSERT_EQ(j["records"].size(), 12u);  // 6 ablation steps x 2 lengths
   for (const auto& r : j["records"]) {
     for (const char* field : {"median_ms", "gflops", "utilization", "peak_workspace_bytes", "traffic_bytes"}) {
       EXPECT_GT(r[field].get<double>(), 0.0) << field;
@@ -208,6 +208,20 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   EXPECT_NE(log.find("unknown device 'nope'"), std::string::npos) << log;
   EXPECT_EQ(run_cli("plan --kind gdn", &log), 2);
   EXPECT_NE(log.find("--device is required"), std::string::npos) << log;
+  // The engine runs a saved plan: same result as without it (the plan is the default order).
+  const std::string plan16 = temp("plan16.json"), in = temp("plan_in.safetensors");
+  ASSERT_EQ(run_cli("plan --kind gdn --device host --k 16 --v 8 --json " + plan16, &log), 0) << log;
+  ASSERT_TRUE(write_safetensors(in, testing::small_problem(Kind::kGdn, DType::kF32, 1, 90, 2, 2, 16, 8, 3)).ok());
+  ASSERT_EQ(run_cli("run --kind gdn --mode engine --in " + in + " --out " + temp("o_plan.safetensors") +
+                        " --plan " + plan16, &log), 0) << log;
+  ASSERT_EQ(run_cli("run --kind gdn --mode engine --in " + in + " --out " + temp("o_noplan.safetensors"), &log), 0);
+  TensorFile a, b;
+  ASSERT_TRUE(read_safetensors(temp("o_plan.safetensors"), &a).ok());
+  ASSERT_TRUE(read_safetensors(temp("o_noplan.safetensors"), &b).ok());
+  EXPECT_EQ(a.tensors.at("o").bytes, b.tensors.at("o").bytes);
+  EXPECT_EQ(run_cli("run --kind gdn --mode engine --chunk-size 32 --in " + in + " --out " + temp("x.safetensors") +
+                        " --plan " + plan16, &log), 2);
+  EXPECT_NE(log.find("plan chunk size is 64, the problem's is 32"), std::string::npos) << log;
   std::ofstream(temp("bad_plan.json")) << "{\"schema\": \"hanpu-plan/1\"}";
   EXPECT_EQ(run_cli("plan --load " + temp("bad_plan.json"), &log), 2);
   EXPECT_NE(log.find("kind: missing"), std::string::npos) << log;

@@ -7,6 +7,7 @@
 #include "bench/bench.h"
 #include "bench/plot.h"
 #include "commands.h"
+#include "plan/plan.h"
 
 namespace hanpu::cli {
 
@@ -14,7 +15,7 @@ namespace {
 
 struct BenchArgs {
   BenchConfig cfg;
-  std::string kind, dtype = "f32", json_path, plot_path;
+  std::string kind, dtype = "f32", json_path, plot_path, plan_path;
   int64_t heads = 0, v_heads = 0;
 };
 
@@ -39,6 +40,15 @@ int run(BenchArgs& a) {
     return 2;
   }
   c.dtype = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+  if (!a.plan_path.empty()) {
+    auto pl = std::make_shared<plan::Plan>();
+    const Status ps = plan::load_plan_file(a.plan_path, pl.get());
+    if (!ps.ok()) {
+      std::fprintf(stderr, "hanpu bench: %s\n", ps.ToString().c_str());
+      return 2;
+    }
+    c.plan = std::move(pl);
+  }
   BenchReport rep;
   const Status st = run_bench(c, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }, &rep);
   if (!st.ok()) {
@@ -78,6 +88,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
+  app.add_option("--plan", a->plan_path, "Run this plan (hanpu plan --json) in the hanpu strategy");
   app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
   app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");

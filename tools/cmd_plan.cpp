@@ -25,13 +25,8 @@ int fail(const Status& st) {
 int run(const PlanArgs& a) {
   plan::Plan p;
   if (!a.load_path.empty()) {
-    // Validate and print a saved plan.
-    std::ifstream f(a.load_path);
-    if (!f) return fail(NotFound("cannot read '" + a.load_path + "'"));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const Status st = plan::plan_from_json(ss.str(), &p);
-    if (!st.ok()) return fail(InvalidArgument(a.load_path + ": " + st.message()));
+    const Status st = plan::load_plan_file(a.load_path, &p);  // validate and print a saved plan
+    if (!st.ok()) return fail(st);
   } else {
     plan::Device d;
     Status st = plan::load_device(a.device, &d);

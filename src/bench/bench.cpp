@@ -9,6 +9,7 @@
 #include "core/strided.h"
 #include "exec/thread_pool.h"
 #include "kernels/simd.h"
+#include "plan/plan.h"
 #include "verify/verify.h"
 
 namespace hanpu {
@@ -52,8 +53,9 @@ double percentile_median(std::vector<double> v) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, EngineConfig>> ablation_steps() {
-  std::vector<std::pair<std::string, EngineConfig>> steps;
+Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* out) {
+  std::vector<std::pair<std::string, EngineConfig>>& steps = *out;
+  steps.clear();
   EngineConfig c;
   c.strategy = Strategy::kFla;
   steps.emplace_back("fla", c);
@@ -66,7 +68,16 @@ std::vector<std::pair<std::string, EngineConfig>> ablation_steps() {
   steps.emplace_back("+chunk-first", c);
   c.gemm_first = true;
   steps.emplace_back("+gemm-first", c);
-  return steps;
+  plan::Device host;
+  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
+  plan::PlanOptions po;
+  po.K = cfg.K;
+  po.V = cfg.V;
+  auto pl = std::make_shared<plan::Plan>();
+  HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, pl.get()));
+  c.plan = std::move(pl);
+  steps.emplace_back("+layout-plan", c);
+  return Status::Ok();
 }
 
 const std::vector<Preset>& bench_presets() {
@@ -171,7 +182,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   *out = BenchReport();
   std::vector<std::pair<std::string, EngineConfig>> runs;
   if (cfg.ablation) {
-    runs = ablation_steps();
+    HANPU_RETURN_IF_ERROR(ablation_steps(cfg, &runs));
   } else {
     for (const std::string& name : cfg.strategies) {
       EngineConfig ec;
@@ -180,6 +191,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
         for (Strategy s : all_strategies()) known += std::string(known.empty() ? "" : ", ") + strategy_name(s);
         return InvalidArgument("unknown strategy '" + name + "' (known: " + known + ")");
       }
+      if (ec.strategy == Strategy::kHanpu) ec.plan = cfg.plan;
       runs.emplace_back(name, ec);
     }
   }

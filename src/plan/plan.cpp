@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -321,6 +322,15 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (!c.ok()) return c.st;
   *out = std::move(p);
   return Status::Ok();
+}
+
+Status load_plan_file(const std::string& path, Plan* out) {
+  std::ifstream f(path);
+  if (!f) return NotFound("cannot read plan file '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const Status st = plan_from_json(ss.str(), out);
+  return st.ok() ? st : InvalidArgument(path + ": " + st.message());
 }
 
 std::string plan_report(const Plan& p) {

@@ -2,6 +2,7 @@
 // versioned JSON form ("hanpu-plan/1"). A plan is deterministic: the same arguments give the same JSON.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,9 @@ nlohmann::json plan_to_json(const Plan& p);
 // Validates a plan document completely (schema, types, names, dependencies, layouts) and rebuilds the
 // plan; errors name the field path, e.g. "steps[3].inputs[1]: unknown tensor 'Wx'".
 Status plan_from_json(const std::string& text, Plan* out);
+
+// Reads and validates a plan file (plan_from_json), prefixing errors with the path.
+Status load_plan_file(const std::string& path, Plan* out);
 
 // The readable report of `hanpu plan`: order with engine and layout per step, transform sites,
 // per-memory peaks, MACs and the estimated cost.
