@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "plan/device.h"
 #include "test_util.h"
 
 namespace hanpu {
@@ -225,6 +226,27 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   std::ofstream(temp("bad_plan.json")) << "{\"schema\": \"hanpu-plan/1\"}";
   EXPECT_EQ(run_cli("plan --load " + temp("bad_plan.json"), &log), 2);
   EXPECT_NE(log.find("kind: missing"), std::string::npos) << log;
+}
+
+TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
+  const std::string path = temp("host-calibrated.json");
+  std::string log;
+  ASSERT_EQ(run_cli("calibrate --reps 5 --out " + path, &log), 0) << log;
+  EXPECT_NE(log.find("update gemm"), std::string::npos) << log;  // progress lines
+  plan::Device d;
+  const Status st = plan::load_device(path, &d);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(d.matrix_macs_per_cycle, 0);
+  EXPECT_GT(d.matrix_dense_penalty, 0);
+  EXPECT_EQ(d.clock_ghz, 1.0);
+  ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
+  ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
+  EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;
+  ::setenv("HANPU_HOST_DEVICE", temp("no-such-file.json").c_str(), 1);  // absent: the shipped default
+  ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
+  EXPECT_NE(log.find("devices/host.json"), std::string::npos) << log;
+  ::unsetenv("HANPU_HOST_DEVICE");
+  EXPECT_EQ(run_cli("calibrate --reps 1", &log), 2);
 }
 
 }  // namespace

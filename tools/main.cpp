@@ -1,5 +1,5 @@
 // hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep),
-// `hanpu bench` (engine timings), `hanpu plan` (the offline planner).
+// `hanpu bench` (engine timings), `hanpu plan` (the offline planner), `hanpu calibrate` (host costs).
 #include <cstdio>
 #include <map>
 
@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   runners[bench] = hanpu::cli::add_bench_command(*bench);
   CLI::App* plan = app.add_subcommand("plan", "Plan a chunk's operator order and layouts for a device");
   runners[plan] = hanpu::cli::add_plan_command(*plan);
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's kernels for the planner's host device");
+  runners[calibrate] = hanpu::cli::add_calibrate_command(*calibrate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

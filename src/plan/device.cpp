@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/calibrate.h"
+
 namespace hanpu::plan {
 
 using nlohmann::json;
@@ -175,6 +177,8 @@ Status load_device(const std::string& name_or_path, Device* out) {
   std::string path = name_or_path;
   const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   if (!is_path) path = devices_dir() + "/" + name_or_path + ".json";
+  // "host": this machine's calibrated description when `hanpu calibrate` has written one.
+  if (name_or_path == "host" && std::filesystem::exists(calibrated_host_path())) path = calibrated_host_path();
   std::ifstream f(path);
   if (!f) {
     if (is_path) return NotFound("device file " + path + " cannot be read");

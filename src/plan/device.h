@@ -44,7 +44,8 @@ struct Device {
 std::string devices_dir();
 // Names of the shipped devices (the *.json files in devices_dir()), sorted.
 std::vector<std::string> shipped_devices();
-// `name_or_path`: a shipped device name (e.g. "ascend-310p") or a path to a JSON file.
+// `name_or_path`: a shipped device name (e.g. "ascend-310p") or a path to a JSON file. "host" is the
+// calibrated description of this machine when one exists (plan/calibrate.h), else the shipped default.
 Status load_device(const std::string& name_or_path, Device* out);
 // Parses a device description from JSON text; `origin` prefixes error messages.
 Status parse_device(const std::string& text, const std::string& origin, Device* out);

@@ -39,6 +39,7 @@ Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) 
   Plan p;
   p.kind = kind;
   p.device = d.name;
+  p.device_file = d.origin;
   p.opt = opt;
   p.clock_ghz = d.clock_ghz;
   GraphOptions go;
@@ -63,6 +64,7 @@ json plan_to_json(const Plan& p) {
   j["schema"] = kSchema;
   j["kind"] = kind_name(p.kind);
   j["device"] = p.device;
+  j["device_file"] = p.device_file;
   j["clock_ghz"] = p.clock_ghz;
   j["chunk_size"] = p.opt.C;
   j["k"] = p.opt.K;
@@ -189,6 +191,7 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (c.ok() && kind != "gdn" && kind != "kda") c.fail("kind", "expected \"gdn\" or \"kda\"");
   p.kind = kind == "kda" ? Kind::kKda : Kind::kGdn;
   p.device = c.str(j, "", "device");
+  p.device_file = c.str(j, "", "device_file");
   p.clock_ghz = c.num(j, "", "clock_ghz");
   if (c.ok() && !(p.clock_ghz > 0)) c.fail("clock_ghz", "expected a positive number");
   p.opt.C = c.integer(j, "", "chunk_size", 16, 64);
@@ -340,6 +343,7 @@ std::string plan_report(const Plan& p) {
   os << "plan: " << kind_name(p.kind) << " chunk on " << p.device << ", C=" << p.opt.C << " K=" << p.opt.K
      << " V=" << p.opt.V << "; passes: reorder " << (p.opt.reorder ? "on" : "off") << ", gemm-first "
      << (p.opt.gemm_first ? "on" : "off") << ", layout plan " << (p.opt.layout_plan ? "on" : "off") << "\n";
+  os << "device description: " << p.device_file << "\n";
   os << "  #  step  engine  layout   operation                          transforms before it\n";
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const OpNode& o = g.ops[i];

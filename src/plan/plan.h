@@ -23,7 +23,7 @@ struct PlanOptions {
 
 struct Plan {
   Kind kind = Kind::kGdn;
-  std::string device;
+  std::string device, device_file;  // the description's name and the file it was read from
   PlanOptions opt;
   Graph graph;
   LayoutPlan layouts;

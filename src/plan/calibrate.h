@@ -1,0 +1,34 @@
+// `hanpu calibrate`: the host device description with costs measured on this machine's engine kernels.
+//
+// Costs are in nanoseconds (the description's clock is fixed at 1 GHz, so "cycles" read as ns):
+// - matrix.macs_per_cycle: MACs per ns of the SIMD GEMM on a chunk's shape (C x V x K, row-major);
+// - matrix.dense_penalty: the update GEMM (K x V x C) reading its operand transposed in place, over the
+//   same GEMM on a packed [K, C] panel (the engine's two forms of that step);
+// - vector.bytes_per_cycle: bytes per ns of the row-scaling kernel on a chunk of rows;
+// - layout.transform_*: packing a [C, K] block into a [K, C] panel, per byte (the cost model charges
+//   2 x bytes / rate: one read and one write) and its fixed cost (the intercept of two sizes).
+// Every value is the median of repeated timings after a warm-up, and records that in its source.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "hanpu/status.h"
+
+namespace hanpu::plan {
+
+struct CalibrateOptions {
+  int reps = 200;           // timed repetitions of each kernel
+  int64_t C = 64, K = 128, V = 128;
+};
+
+// The description as JSON text (schema hanpu-device/1), from the shipped devices/host.json with the
+// measured fields replaced; `progress` gets one line per measurement.
+Status calibrate_host(const CalibrateOptions& opt, const std::function<void(const std::string&)>& progress,
+                      std::string* json_text);
+
+// Where `hanpu calibrate` writes by default and where load_device("host") looks first:
+// $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json.
+std::string calibrated_host_path();
+
+}  // namespace hanpu::plan
