@@ -196,7 +196,7 @@ Graph random_graph(std::mt19937_64& rng) {
   auto dim = [&] { return dims[rng() % 3]; };
   std::vector<int> avail;
   const int ninputs = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < ninputs; ++i) avail.push_back(g.add_tensor("X" + std::to_string(i), dim(), dim(), Role::kInput));
+  for (int i = 0; i < ninputs; ++i) avail.push_back(g.add_tensor(std::string("X") + std::to_string(i), dim(), dim(), Role::kInput));
   g.state_in = g.add_tensor("S", 8, 8, Role::kStateIn);
   avail.push_back(g.state_in);
   const int nops = 5 + static_cast<int>(rng() % 9);
@@ -206,13 +206,13 @@ Graph random_graph(std::mt19937_64& rng) {
     o.engine = matrix ? Engine::kMatrix : Engine::kVector;
     o.kind = matrix ? OpKind::kGemm : OpKind::kVector;
     o.row_wise = rng() % 2;
-    o.name = "op" + std::to_string(i);
+    o.name = std::string("op") + std::to_string(i);
     // Prefer the newest tensor (chains), sometimes an older one (branches).
     o.inputs.push_back(rng() % 3 ? avail.back() : avail[rng() % avail.size()]);
     if (rng() % 2) o.inputs.push_back(avail[rng() % avail.size()]);
     const TensorNode& first = g.tensors[o.inputs[0]];
     const bool same = !matrix && rng() % 10 < 7;
-    const int t = g.add_tensor("t" + std::to_string(i), same ? first.rows : dim(), same ? first.cols : dim());
+    const int t = g.add_tensor(std::string("t") + std::to_string(i), same ? first.rows : dim(), same ? first.cols : dim());
     o.outputs = {t};
     g.ops.push_back(o);
     avail.push_back(t);

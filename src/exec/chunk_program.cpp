@@ -50,7 +50,10 @@ const char* op_name(StateOp op) {
 
 std::string ChunkProgram::describe() const {
   std::string s;
-  for (StateOp op : ops) s += (s.empty() ? "" : " ") + std::string(op_name(op));
+  for (StateOp op : ops) {
+    if (!s.empty()) s += ' ';
+    s += op_name(op);
+  }
   return s + (packed_update ? " (packed" : " (row-major") + (in_place ? ", in place)" : ", old and new state)");
 }
 
@@ -91,8 +94,8 @@ Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layou
     }
     p.ops.push_back(op);
   }
-  for (const std::string& need : {"G", "eG", "eGl", "eGlast", "KKt", "QKt", "P", "A", "T", "V'", "PV", "O", "Kd", "KtV", "S'"}) {
-    if (!seen.count(need)) return InvalidArgument("plan has no step producing '" + need + "'");
+  for (const char* need : {"G", "eG", "eGl", "eGlast", "KKt", "QKt", "P", "A", "T", "V'", "PV", "O", "Kd", "KtV", "S'"}) {
+    if (!seen.count(need)) return InvalidArgument(std::string("plan has no step producing '") + need + "'");
   }
   // The update overwrites S at the KtV step unless S is read after it.
   p.in_place = last_s_read < ktv_at;
