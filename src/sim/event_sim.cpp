@@ -1,0 +1,134 @@
+#include "sim/event_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+namespace hanpu::sim {
+
+int Program::add(Task t) {
+  tasks_.push_back(std::move(t));
+  return static_cast<int>(tasks_.size()) - 1;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A task in flight: its set-up phase ends at setup_end; a transfer then has `left` bytes to move.
+struct Active {
+  int id;
+  double setup_end;
+  double left;
+  bool flowing;  // past set-up, moving bytes
+};
+
+}  // namespace
+
+Status simulate(const Program& prog, const Machine& m, Schedule* out) {
+  const std::vector<Task>& ts = prog.tasks();
+  const int n = static_cast<int>(ts.size());
+  if (!(m.clock_ghz > 0)) return InvalidArgument("machine clock must be positive");
+  for (int i = 0; i < n; ++i) {
+    const Task& t = ts[i];
+    const std::string who = "task " + std::to_string(i) + " (" + t.label + ")";
+    if (t.cycles < 0 || t.bytes < 0) return InvalidArgument(who + ": negative cycles or bytes");
+    if (t.bytes > 0 && !(t.path_bytes_per_cycle > 0)) return InvalidArgument(who + ": a transfer needs a path rate");
+    if (t.engine.empty()) return InvalidArgument(who + ": no engine");
+    for (int d : t.deps) {
+      if (d < 0 || d >= i) return InvalidArgument(who + ": depends on task " + std::to_string(d) + ", not an earlier one");
+    }
+  }
+  Schedule s;
+  s.start_ns.assign(n, -1);
+  s.end_ns.assign(n, -1);
+  // In-order queues, in task id order.
+  std::map<std::pair<int, std::string>, std::deque<int>> queues;
+  for (int i = 0; i < n; ++i) queues[{ts[i].core, ts[i].engine}].push_back(i);
+  std::map<std::pair<int, std::string>, bool> busy;
+  std::vector<int> pending_deps(n);
+  std::vector<std::vector<int>> dependents(n);
+  for (int i = 0; i < n; ++i) {
+    pending_deps[i] = static_cast<int>(ts[i].deps.size());
+    for (int d : ts[i].deps) dependents[d].push_back(i);
+  }
+  std::vector<Active> active;
+  double now = 0;
+  int finished = 0;
+  const double ns_per_cycle = 1.0 / m.clock_ghz;
+  // Rate (bytes/ns) of each flowing transfer under the current sharing.
+  auto rate_of = [&](const Active& a, int flowing_global) {
+    const Task& t = ts[a.id];
+    double r = t.path_bytes_per_cycle * m.clock_ghz;
+    if (t.global && m.global_bytes_per_ns > 0 && flowing_global > 0) {
+      r = std::min(r, m.global_bytes_per_ns / flowing_global);
+    }
+    return r;
+  };
+  auto start_ready = [&] {
+    // Start every queue head whose dependencies are done, in (core, engine) order: deterministic.
+    for (auto& [key, q] : queues) {
+      if (busy[key] || q.empty()) continue;
+      const int id = q.front();
+      if (pending_deps[id] > 0) continue;
+      q.pop_front();
+      busy[key] = true;
+      s.start_ns[id] = now;
+      const Task& t = ts[id];
+      active.push_back({id, now + t.cycles * ns_per_cycle, t.bytes, false});
+    }
+  };
+  start_ready();
+  while (finished < n) {
+    if (active.empty()) return InvalidArgument("the program deadlocks: a queue waits on a task queued behind it");
+    int flowing_global = 0;
+    for (const Active& a : active) flowing_global += a.flowing && ts[a.id].global ? 1 : 0;
+    // The next event: a set-up ends, a transfer or a compute task ends.
+    double next = kInf;
+    for (const Active& a : active) {
+      if (!a.flowing) {
+        next = std::min(next, a.setup_end);
+      } else {
+        next = std::min(next, now + a.left / rate_of(a, flowing_global));
+      }
+    }
+    // Advance the flowing transfers to `next` at their current rates.
+    for (Active& a : active) {
+      if (a.flowing) a.left = std::max(0.0, a.left - rate_of(a, flowing_global) * (next - now));
+    }
+    now = next;
+    // Completions and phase changes at `now`, in task id order.
+    std::sort(active.begin(), active.end(), [](const Active& x, const Active& y) { return x.id < y.id; });
+    std::vector<Active> still;
+    for (Active& a : active) {
+      if (!a.flowing && a.setup_end <= now) {
+        if (a.left > 0) {
+          a.flowing = true;  // set-up done: bytes start moving
+        } else {
+          a.left = 0;
+          a.flowing = true;
+        }
+      }
+      const bool done = a.flowing && a.left <= 1e-9 * std::max(1.0, ts[a.id].bytes);
+      if (!done) {
+        still.push_back(a);
+        continue;
+      }
+      const Task& t = ts[a.id];
+      s.end_ns[a.id] = now;
+      s.busy_ns[{t.core, t.engine}] += now - s.start_ns[a.id];
+      if (t.global) s.global_bytes += t.bytes;
+      busy[{t.core, t.engine}] = false;
+      ++finished;
+      for (int d : dependents[a.id]) --pending_deps[d];
+    }
+    active = std::move(still);
+    start_ready();
+  }
+  s.makespan_ns = n ? *std::max_element(s.end_ns.begin(), s.end_ns.end()) : 0;
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+}  // namespace hanpu::sim
