@@ -228,6 +228,27 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   EXPECT_NE(log.find("kind: missing"), std::string::npos) << log;
 }
 
+TEST(Cli, SimPrintsATableAndWritesRecords) {
+  const std::string json_path = temp("sim.json");
+  std::string log;
+  ASSERT_EQ(run_cli("sim --device ascend-310b --kind kda --heads 2 --tokens 128,256 --json " + json_path, &log), 0)
+      << log;
+  EXPECT_NE(log.find("device ascend-310b (1 cores"), std::string::npos) << log;
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["device"], "ascend-310b");
+  ASSERT_EQ(j["records"].size(), 4u);  // 2 lengths x (fla, hanpu)
+  for (const auto& r : j["records"]) {
+    for (const char* f : {"strategy", "kind", "tokens", "latency_us", "gm_bytes", "l1_to_l0_bytes", "peak_bytes",
+                          "matrix_util", "vector_util", "engine_busy", "energy_uj", "matrix_macs"}) {
+      EXPECT_TRUE(r.contains(f)) << f;
+    }
+    EXPECT_TRUE(r["engine_busy"].contains("Cube"));
+  }
+  EXPECT_EQ(run_cli("sim --device host --tokens 64", &log), 2);
+  EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
+}
+
 TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   const std::string path = temp("host-calibrated.json");
   std::string log;

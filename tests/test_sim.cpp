@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/event_sim.h"
+#include "sim/lower.h"
 
 namespace hanpu::sim {
 namespace {
@@ -110,6 +111,66 @@ TEST(Sim, DeterministicAndValidated) {
   Program norate;
   norate.add(transfer(0, "MTE2", 10, 0, true));
   EXPECT_NE(simulate(norate, {1, 0}, &s).message().find("needs a path rate"), std::string::npos);
+}
+
+plan::Device device(const std::string& name) {
+  plan::Device d;
+  EXPECT_TRUE(plan::load_device(name, &d).ok()) << name;
+  return d;
+}
+
+// No strategy beats its device's compute bound (matrix MACs over every core's matrix unit) or its
+// bandwidth bound (global bytes over the chip's bandwidth).
+TEST(SimLowering, EveryDeviceAndStrategyRespectsTheRoofline) {
+  for (const std::string& name : plan::shipped_devices()) {
+    const plan::Device d = device(name);
+    if (!d.has_sim) continue;
+    for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+      for (const std::string& s : sim_strategies()) {
+        Workload w;
+        w.kind = kind;
+        w.heads = 12;
+        w.tokens = 640;
+        SimRecord r;
+        const Status st = simulate_strategy(s, d, w, &r);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        const double compute_ns = r.matrix_macs / (d.cores * d.matrix_macs_per_cycle * d.clock_ghz);
+        const double memory_ns = r.gm_bytes / d.sim.global_gbps;
+        EXPECT_GE(r.latency_us * 1e3, compute_ns) << name << " " << s;
+        EXPECT_GE(r.latency_us * 1e3, memory_ns) << name << " " << s;
+        EXPECT_GT(r.matrix_util, 0);
+        EXPECT_LE(r.matrix_util, 1);
+        for (const auto& [engine, frac] : r.engine_busy) EXPECT_LE(frac, 1.0 + 1e-9) << engine;
+      }
+    }
+  }
+}
+
+// hanpu reads each chunk's inputs once and writes its output once, nothing else: per chunk (fp16 operands
+// on ascend-310p) Q, K, V 64 x 128 x 2 B each, g and beta 64 x 1 x 2 B each, O 64 x 128 x 2 B
+// = 4 x 16384 + 2 x 128 = 65,792 B; 16 heads x 64 chunks = 1024 chunks.
+TEST(SimLowering, HanpuMovesExactlyTheChunkInputsAndOutputs) {
+  Workload w;
+  SimRecord hanpu, fla;
+  ASSERT_TRUE(simulate_strategy("hanpu", device("ascend-310p"), w, &hanpu).ok());
+  EXPECT_DOUBLE_EQ(hanpu.gm_bytes, 1024.0 * 65792);
+  EXPECT_DOUBLE_EQ(hanpu.matrix_macs, 1024.0 * 5284544);  // the GEMM-first chunk (plan tests)
+  ASSERT_TRUE(simulate_strategy("fla", device("ascend-310p"), w, &fla).ok());
+  EXPECT_DOUBLE_EQ(fla.matrix_macs, 1024.0 * 5808832);      // FLA's order
+  EXPECT_GT(fla.gm_bytes, 4 * hanpu.gm_bytes);              // the hand-offs go through global memory
+}
+
+TEST(SimLowering, DeterministicAndValidated) {
+  Workload w;
+  w.tokens = 1000;  // a partial last chunk
+  SimRecord a, b;
+  ASSERT_TRUE(simulate_strategy("fla", device("hexagon-v75"), w, &a).ok());
+  ASSERT_TRUE(simulate_strategy("fla", device("hexagon-v75"), w, &b).ok());
+  EXPECT_EQ(a.latency_us, b.latency_us);
+  EXPECT_EQ(a.engine_busy, b.engine_busy);
+  SimRecord r;
+  EXPECT_NE(simulate_strategy("hanpu", device("host"), w, &r).message().find("no \"sim\" section"), std::string::npos);
+  EXPECT_NE(simulate_strategy("native", device("ascend-310p"), w, &r).message().find("not modelled"), std::string::npos);
 }
 
 }  // namespace

@@ -14,5 +14,6 @@ Runner add_verify_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 Runner add_calibrate_command(CLI::App& app);
+Runner add_sim_command(CLI::App& app);
 
 }  // namespace hanpu::cli

@@ -1,5 +1,6 @@
 // hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep),
-// `hanpu bench` (engine timings), `hanpu plan` (the offline planner), `hanpu calibrate` (host costs).
+// `hanpu bench` (engine timings), `hanpu plan` (the offline planner), `hanpu calibrate` (host costs),
+// `hanpu sim` (the NPU model).
 #include <cstdio>
 #include <map>
 
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
   runners[plan] = hanpu::cli::add_plan_command(*plan);
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's kernels for the planner's host device");
   runners[calibrate] = hanpu::cli::add_calibrate_command(*calibrate);
+  CLI::App* simc = app.add_subcommand("sim", "Simulate strategies on an NPU model (work in progress)");
+  runners[simc] = hanpu::cli::add_sim_command(*simc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -168,6 +168,17 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.transform_bytes_per_cycle = lx.number("transform_bytes_per_cycle");
   d.transform_fixed_cycles = lx.number("transform_fixed_cycles", false);
   if (st.ok() && d.transform_fixed_cycles < 0) st = InvalidArgument("layout.transform_fixed_cycles.value: expected >= 0");
+  if (st.ok() && j.contains("sim")) {
+    Reader sx = r.child("sim");
+    d.has_sim = true;
+    d.sim.global_gbps = sx.number("global_gbps");
+    d.sim.global_read_bytes_per_cycle = sx.number("global_read_bytes_per_cycle");
+    d.sim.global_write_bytes_per_cycle = sx.number("global_write_bytes_per_cycle");
+    d.sim.l1_to_l0_bytes_per_cycle = sx.number("l1_to_l0_bytes_per_cycle");
+    d.sim.l0c_to_ub_bytes_per_cycle = sx.number("l0c_to_ub_bytes_per_cycle");
+    d.sim.transfer_setup_cycles = sx.number("transfer_setup_cycles", false);
+    d.sim.launch_overhead_us = sx.number("launch_overhead_us", false);
+  }
   if (!st.ok()) return InvalidArgument(origin + ": " + st.message());
   *out = std::move(d);
   return Status::Ok();

@@ -19,6 +19,17 @@ struct Memory {
   bool on_chip = false;
 };
 
+// The NPU model's data-movement parameters (optional section "sim"; the host has none).
+struct SimParams {
+  double global_gbps = 0;                   // the chip's global-memory bandwidth, shared by all cores
+  double global_read_bytes_per_cycle = 0;   // one core's load path from global memory
+  double global_write_bytes_per_cycle = 0;  // one core's store path to global memory
+  double l1_to_l0_bytes_per_cycle = 0;      // matrix operands into the matrix unit
+  double l0c_to_ub_bytes_per_cycle = 0;     // matrix results out to the vector memory
+  double transfer_setup_cycles = 0;         // fixed cost of each global-memory transfer
+  double launch_overhead_us = 0;            // per kernel launch
+};
+
 struct Device {
   std::string name, description, origin;  // origin: the file it came from
   double clock_ghz = 1;
@@ -36,6 +47,8 @@ struct Device {
   double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
   int64_t block_rows = 16, block_cols = 16;
   double transform_bytes_per_cycle = 1, transform_fixed_cycles = 0;
+  bool has_sim = false;
+  SimParams sim;
 
   const Memory* memory(const std::string& name) const;
 };

@@ -93,9 +93,12 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
         next = std::min(next, now + a.left / rate_of(a, flowing_global));
       }
     }
-    // Advance the flowing transfers to `next` at their current rates.
+    // Advance the flowing transfers to `next` at their current rates. The transfer(s) that define `next`
+    // end exactly there (at large times `now + dt - now` may round to 0 and never finish them otherwise).
     for (Active& a : active) {
-      if (a.flowing) a.left = std::max(0.0, a.left - rate_of(a, flowing_global) * (next - now));
+      if (!a.flowing) continue;
+      const double r = rate_of(a, flowing_global);
+      a.left = now + a.left / r <= next ? 0.0 : std::max(0.0, a.left - r * (next - now));
     }
     now = next;
     // Completions and phase changes at `now`, in task id order.
