@@ -45,15 +45,7 @@ class Lowering {
   // One launch per core: waits for `after` (the previous launch's queue tails) plus the overhead.
   std::vector<int> launch(int cores, const std::vector<int>& after) {
     std::vector<int> ids;
-    for (int c = 0; c < cores; ++c) {
-      Task t;
-      t.core = c;
-      t.engine = e_.launch;
-      t.cycles = d_.sim.launch_overhead_us * 1e3 * d_.clock_ghz;
-      t.deps = after;
-      t.label = "launch";
-      ids.push_back(prog_.add(t));
-    }
+    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.launch, d_.sim.launch_overhead_us * 1e3 * d_.clock_ghz, after, "launch"));
     return ids;
   }
 
@@ -136,27 +128,27 @@ class Lowering {
     return false;
   }
 
-  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+  static Task task(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
     Task t;
     t.core = core;
     t.engine = engine;
     t.cycles = cycles;
     t.deps = std::move(deps);
     t.label = std::move(label);
-    return prog_.add(t);
+    return t;
   }
 
+  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+    return prog_.add(task(core, engine, cycles, std::move(deps), std::move(label)));
+  }
+
+  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
   int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
                std::vector<int> deps, std::string label) {
-    Task t;
-    t.core = core;
-    t.engine = engine;
-    t.cycles = setup;
+    Task t = task(core, engine, setup, std::move(deps), std::move(label));
     t.bytes = b;
     t.path_bytes_per_cycle = rate;
     t.global = global;
-    t.deps = std::move(deps);
-    t.label = std::move(label);
     return prog_.add(t);
   }
 
