@@ -45,7 +45,8 @@ class Lowering {
   // One launch per core: waits for `after` (the previous launch's queue tails) plus the overhead.
   std::vector<int> launch(int cores, const std::vector<int>& after) {
     std::vector<int> ids;
-    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.launch, d_.sim.launch_overhead_us * 1e3 * d_.clock_ghz, after, "launch"));
+    const double cycles = d_.sim.launch_overhead_us * 1e3 * d_.clock_ghz;
+    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.launch, cycles, after, "launch"));
     return ids;
   }
 
