@@ -245,6 +245,13 @@ TEST(Cli, SimPrintsATableAndWritesRecords) {
     }
     EXPECT_TRUE(r["engine_busy"].contains("Cube"));
   }
+  ASSERT_EQ(run_cli("sim --device hexagon-v75 --heads 2 --tokens 128 --strategies hanpu --trace " + temp("t.json"), &log),
+            0) << log;
+  std::ifstream tf(temp("t.json"));
+  EXPECT_TRUE(nlohmann::json::parse(tf).contains("traceEvents"));
+  EXPECT_EQ(run_cli("sim --device hexagon-v75 --tokens 128,256 --trace " + temp("t.json"), &log), 2);
+  ASSERT_EQ(run_cli("sim --device ascend-310p --ablation --heads 2 --tokens 128", &log), 0) << log;
+  EXPECT_NE(log.find("+layout-plan"), std::string::npos) << log;
   EXPECT_EQ(run_cli("sim --device host --tokens 64", &log), 2);
   EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
 }

@@ -4,6 +4,8 @@
 #include "sim/event_sim.h"
 #include "sim/lower.h"
 
+#include <nlohmann/json.hpp>
+
 namespace hanpu::sim {
 namespace {
 
@@ -158,6 +160,31 @@ TEST(SimLowering, HanpuMovesExactlyTheChunkInputsAndOutputs) {
   ASSERT_TRUE(simulate_strategy("fla", device("ascend-310p"), w, &fla).ok());
   EXPECT_DOUBLE_EQ(fla.matrix_macs, 1024.0 * 5808832);      // FLA's order
   EXPECT_GT(fla.gm_bytes, 4 * hanpu.gm_bytes);              // the hand-offs go through global memory
+}
+
+TEST(SimLowering, AblationStepsAndTrace) {
+  Workload w;
+  w.heads = 4;
+  w.tokens = 256;
+  const plan::Device d = device("ascend-310p");
+  std::map<std::string, SimRecord> rec;
+  for (const std::string& s : sim_ablation_steps()) ASSERT_TRUE(simulate_strategy(s, d, w, &rec[s]).ok()) << s;
+  SimRecord hanpu;
+  std::string trace;
+  ASSERT_TRUE(simulate_strategy("hanpu", d, w, &hanpu, &trace).ok());
+  EXPECT_EQ(rec["+layout-plan"].latency_us, hanpu.latency_us);  // the last step is hanpu
+  EXPECT_EQ(rec["+fusion"].gm_bytes, hanpu.gm_bytes);           // fused steps move only the chunk rows
+  EXPECT_GT(rec["+fusion"].matrix_macs, rec["+gemm-first"].matrix_macs);
+  const auto j = nlohmann::json::parse(trace);
+  int complete = 0, flows = 0, lanes = 0;
+  for (const auto& e : j["traceEvents"]) {
+    complete += e["ph"] == "X";
+    flows += e["ph"] == "s";
+    lanes += e["ph"] == "M" && e["name"] == "thread_name";
+  }
+  EXPECT_EQ(complete, hanpu.tasks);
+  EXPECT_GT(flows, 0);
+  EXPECT_GE(lanes, 6);  // MTE2, MTE1, Cube, FixPipe, Vector, MTE3 (and the launch lane) on a core
 }
 
 TEST(SimLowering, DeterministicAndValidated) {

@@ -1,5 +1,5 @@
 // hanpu sim --device NAME|FILE --kind gdn|kda [--preset NAME | --heads H --v-heads HV --k K --v V]
-//           [--tokens LIST] [--strategies LIST] [--json FILE]
+//           [--tokens LIST] [--strategies LIST | --ablation] [--json FILE] [--trace FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -15,7 +15,8 @@ namespace hanpu::cli {
 namespace {
 
 struct SimArgs {
-  std::string device, kind, preset, json_path;
+  std::string device, kind, preset, json_path, trace_path;
+  bool ablation = false;
   int64_t heads = 0, v_heads = 0, k = 0, v = 0;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
   std::vector<std::string> strategies = sim::sim_strategies();
@@ -53,13 +54,18 @@ int run(const SimArgs& a) {
   if (a.k > 0) w.K = a.k;
   if (a.v > 0) w.V = a.v;
   w.heads = HV;  // every value head is an independent unit of work
+  const std::vector<std::string>& strategies = a.ablation ? sim::sim_ablation_steps() : a.strategies;
+  if (!a.trace_path.empty() && (strategies.size() != 1 || a.tokens.size() != 1)) {
+    return fail("--trace records one run: give one strategy (--strategies NAME) and one token count");
+  }
   std::vector<sim::SimRecord> recs;
+  std::string trace;
   for (int64_t T : a.tokens) {
     if (T < 1) return fail("--tokens must be >= 1");
-    for (const std::string& s : a.strategies) {
+    for (const std::string& s : strategies) {
       w.tokens = T;
       sim::SimRecord r;
-      st = sim::simulate_strategy(s, d, w, &r);
+      st = sim::simulate_strategy(s, d, w, &r, a.trace_path.empty() ? nullptr : &trace);
       if (!st.ok()) return fail(st.ToString());
       std::fprintf(stderr, "%s %s T=%lld: %.1f us (%lld tasks)\n", s.c_str(), kind_name(w.kind),
                    static_cast<long long>(T), r.latency_us, static_cast<long long>(r.tasks));
@@ -69,14 +75,19 @@ int run(const SimArgs& a) {
   std::printf("device %s (%d cores at %.2f GHz), %s, %lld value heads, K=%lld V=%lld\n", d.name.c_str(), d.cores,
               d.clock_ghz, kind_name(w.kind), static_cast<long long>(w.heads), static_cast<long long>(w.K),
               static_cast<long long>(w.V));
-  std::printf("%-8s %7s %12s %10s %10s %12s %7s %7s  %s\n", "strategy", "tokens", "latency_us", "GM_MB", "L1->L0_MB",
+  std::printf("%-13s %7s %12s %10s %10s %12s %7s %7s  %s\n", "strategy", "tokens", "latency_us", "GM_MB", "L1->L0_MB",
               "matrix_MACs", "m_util", "v_util", "peak bytes");
   for (const sim::SimRecord& r : recs) {
     std::string peaks;
     for (const auto& [m, b] : r.peak_bytes) peaks += m + " " + std::to_string(b) + "  ";
-    std::printf("%-8s %7lld %12.1f %10.2f %10.2f %12.3e %7.3f %7.3f  %s\n", r.strategy.c_str(),
+    std::printf("%-13s %7lld %12.1f %10.2f %10.2f %12.3e %7.3f %7.3f  %s\n", r.strategy.c_str(),
                 static_cast<long long>(r.tokens), r.latency_us, r.gm_bytes / 1e6, r.l1_to_l0_bytes / 1e6, r.matrix_macs,
                 r.matrix_util, r.vector_util, peaks.c_str());
+  }
+  if (!a.trace_path.empty()) {
+    std::ofstream f(a.trace_path);
+    f << trace;
+    if (!f) return fail("cannot write '" + a.trace_path + "'");
   }
   if (!a.json_path.empty()) {
     nlohmann::json j;
@@ -112,6 +123,8 @@ Runner add_sim_command(CLI::App& app) {
   app.add_option("--v", a->v, "value head dim")->check(CLI::Range(1, 256));
   app.add_option("--tokens", a->tokens, "Sequence lengths (default 512 ... 65536)")->delimiter(',');
   app.add_option("--strategies", a->strategies, "Strategies (modelled: fla, hanpu)")->delimiter(',');
+  app.add_flag("--ablation", a->ablation, "Run fla, +fusion, +chunk-first, +gemm-first, +layout-plan instead");
+  app.add_option("--trace", a->trace_path, "Write a Chrome/Perfetto trace of the run (one strategy, one length)");
   app.add_option("--json", a->json_path, "Also write one record per (strategy, tokens)");
   return [a] { return run(*a); };
 }

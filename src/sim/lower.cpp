@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 namespace hanpu::sim {
 
 const std::vector<std::string>& sim_strategies() {
@@ -164,17 +166,70 @@ class Lowering {
 
 }  // namespace
 
-Status simulate_strategy(const std::string& strategy, const plan::Device& d, const Workload& w, SimRecord* out) {
+std::string chrome_trace(const Program& p, const Schedule& s, const std::string& title) {
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::pair<int, std::string>, int> lane;  // (core, engine) -> thread id
+  for (const Task& t : p.tasks()) lane.try_emplace({t.core, t.engine}, 0);
+  int next = 0;
+  std::set<int> cores;
+  for (auto& [key, tid] : lane) {
+    tid = next++;
+    cores.insert(key.first);
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", key.first}, {"tid", tid},
+                      {"args", {{"name", key.second}}}});
+  }
+  for (int c : cores) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", c}, {"args", {{"name", "core " + std::to_string(c)}}}});
+  }
+  int flow = 0;
+  for (int i = 0; i < static_cast<int>(p.tasks().size()); ++i) {
+    const Task& t = p.tasks()[i];
+    const int tid = lane.at({t.core, t.engine});
+    nlohmann::json args = {{"task", i}};
+    if (t.bytes > 0) args["bytes"] = t.bytes;
+    events.push_back({{"ph", "X"}, {"name", t.label}, {"pid", t.core}, {"tid", tid}, {"ts", s.start_ns[i] / 1e3},
+                      {"dur", (s.end_ns[i] - s.start_ns[i]) / 1e3}, {"args", args}});
+    // Flow arrows for dependencies that cross engines (or cores).
+    for (int d : t.deps) {
+      const Task& u = p.tasks()[d];
+      if (u.core == t.core && u.engine == t.engine) continue;
+      events.push_back({{"ph", "s"}, {"id", flow}, {"name", "dep"}, {"cat", "dep"}, {"pid", u.core},
+                        {"tid", lane.at({u.core, u.engine})}, {"ts", s.end_ns[d] / 1e3}});
+      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow}, {"name", "dep"}, {"cat", "dep"}, {"pid", t.core},
+                        {"tid", tid}, {"ts", s.start_ns[i] / 1e3}});
+      ++flow;
+    }
+  }
+  return nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ns"}, {"otherData", {{"title", title}}}}).dump() +
+         "\n";
+}
+
+const std::vector<std::string>& sim_ablation_steps() {
+  static const std::vector<std::string> s = {"fla", "+fusion", "+chunk-first", "+gemm-first", "+layout-plan"};
+  return s;
+}
+
+Status simulate_strategy(const std::string& name, const plan::Device& d, const Workload& w, SimRecord* out,
+                         std::string* trace) {
   if (!d.has_sim) return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
-  if (std::find(sim_strategies().begin(), sim_strategies().end(), strategy) == sim_strategies().end()) {
-    return InvalidArgument("strategy '" + strategy + "' is not modelled (modelled: fla, hanpu)");
+  const auto& steps = sim_ablation_steps();
+  const bool known = std::find(sim_strategies().begin(), sim_strategies().end(), name) != sim_strategies().end() ||
+                     std::find(steps.begin(), steps.end(), name) != steps.end();
+  if (!known) {
+    return InvalidArgument("strategy '" + name + "' is not modelled (modelled: fla, hanpu, and the ablation steps "
+                           "+fusion, +chunk-first, +gemm-first, +layout-plan)");
   }
   if (w.heads < 1 || w.tokens < 1) return InvalidArgument("heads and tokens must be >= 1");
+  // The ablation adds hanpu's techniques to head-level fusion one at a time; +layout-plan is hanpu.
+  const std::string strategy = name == "fla" ? "fla" : "hanpu";
   plan::Plan pl;
   plan::PlanOptions po;
   po.C = w.C;
   po.K = w.K;
   po.V = w.V;
+  po.reorder = name != "+fusion";
+  po.gemm_first = name != "+fusion" && name != "+chunk-first";
+  po.layout_plan = name == "hanpu" || name == "+layout-plan";
   HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, po, &pl));
   if (strategy == "fla") {
     // FLA's own order and launches (no planner passes, the fixed layouts).
@@ -235,8 +290,9 @@ Status simulate_strategy(const std::string& strategy, const plan::Device& d, con
   m.global_bytes_per_ns = d.sim.global_gbps;
   Schedule s;
   HANPU_RETURN_IF_ERROR(simulate(low.program(), m, &s));
+  if (trace) *trace = chrome_trace(low.program(), s, d.name + " " + name);
   SimRecord r;
-  r.strategy = strategy;
+  r.strategy = name;
   r.kind = kind_name(w.kind);
   r.tokens = w.tokens;
   r.heads = w.heads;

@@ -14,7 +14,8 @@
 //   hand-offs to global memory; #5 over heads, chunks in order, reading them and writing V' and every
 //   chunk's state; #6 over (head, chunk) pairs; each launch waits for the previous one plus the launch
 //   overhead.
-// Not modelled yet: buffer capacities (spills), tail splitting, native / fla-megakernel / flashqla.
+// Not modelled yet: buffer capacities (spills), tail splitting, native / fla-megakernel / flashqla, energy,
+// buffer-occupancy counter tracks.
 #pragma once
 
 #include <map>
@@ -46,9 +47,18 @@ struct SimRecord {
 
 // The strategies the model lowers.
 const std::vector<std::string>& sim_strategies();
+// The ablation: fla, then head-level fusion (+fusion: FLA's order, fixed layouts), + chunk-first,
+// + GEMM-first, + layout planning (= hanpu).
+const std::vector<std::string>& sim_ablation_steps();
 
-// Plans the chunk for the device (all planner passes, fla's kernel split for "fla"), lowers the strategy
-// and simulates it. The device needs a "sim" section.
-Status simulate_strategy(const std::string& strategy, const plan::Device& d, const Workload& w, SimRecord* out);
+// Plans the chunk for the device (the passes the strategy or ablation step uses, fla's kernel split for
+// "fla"), lowers it and simulates it. The device needs a "sim" section. With `trace`, also the
+// Chrome/Perfetto trace of the run (chrome_trace).
+Status simulate_strategy(const std::string& strategy, const plan::Device& d, const Workload& w, SimRecord* out,
+                         std::string* trace = nullptr);
+
+// A Chrome trace-event JSON (opens in ui.perfetto.dev): one process per core, one thread lane per engine,
+// a complete event per task (microseconds), flow arrows for dependencies across engines.
+std::string chrome_trace(const Program& p, const Schedule& s, const std::string& title);
 
 }  // namespace hanpu::sim
