@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "commands.h"
 #include "plan/plan.h"

@@ -15,8 +15,12 @@ import numpy as np
 
 Descriptor = Tuple[int, str, Tuple[int, ...], Tuple[int, ...]]
 
-_NUMPY_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64"}
-_TORCH_DTYPE_NAMES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64"}
+# Element types hanpu reads, by the name NumPy and torch share ("torch.float32" -> "float32").
+_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64"}
+
+
+def _dtype_key(x: Any) -> str:
+    return str(x.dtype).replace("torch.", "") if is_torch(x) else x.dtype.name
 
 
 def torch_module():
@@ -49,7 +53,7 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
             raise TypeError(f"{name} must be a dense strided tensor, got layout {x.layout}")
         if index and x.dtype in (torch.int32, torch.int16, torch.int8, torch.uint8):
             return x.to(torch.int64)
-        if str(x.dtype).replace("torch.", "") not in _TORCH_DTYPE_NAMES:
+        if _dtype_key(x) not in _DTYPES:
             raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
                             + (" (or int64)" if index else ""))
         return x
@@ -62,7 +66,7 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
             raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(x).__name__}")
     if index and x.dtype.kind in "iu" and x.dtype != np.int64:
         return x.astype(np.int64)
-    if x.dtype.name not in _NUMPY_DTYPES:
+    if x.dtype.name not in _DTYPES:
         raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
                         + (" (or int64)" if index else ""))
     if any(s % x.itemsize for s in x.strides):
@@ -70,17 +74,16 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
     return x
 
 
+def dtype_of(x: Any) -> str:
+    """hanpu's dtype name ("F32", "BF16", ...) of an array returned by as_array."""
+    return _DTYPES[_dtype_key(x)]
+
+
 def describe(x: Any) -> Descriptor:
     """(address, dtype name, shape, element strides) of an array returned by as_array."""
     if is_torch(x):
-        return (x.data_ptr(), _TORCH_DTYPE_NAMES[str(x.dtype).replace("torch.", "")], tuple(x.shape), tuple(x.stride()))
-    return (x.ctypes.data, _NUMPY_DTYPES[x.dtype.name], tuple(x.shape), tuple(s // x.itemsize for s in x.strides))
-
-
-def dtype_of(x: Any) -> str:
-    if is_torch(x):
-        return _TORCH_DTYPE_NAMES[str(x.dtype).replace("torch.", "")]
-    return _NUMPY_DTYPES[x.dtype.name]
+        return (x.data_ptr(), dtype_of(x), tuple(x.shape), tuple(x.stride()))
+    return (x.ctypes.data, dtype_of(x), tuple(x.shape), tuple(s // x.itemsize for s in x.strides))
 
 
 def empty_like_kind(like: Any, shape: Sequence[int], dtype: str, *, zero: bool = False) -> Any:

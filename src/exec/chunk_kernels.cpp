@@ -85,20 +85,21 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   // Channel-major views (e.g. transformers' q, k, v: views of a transposed [B, C, T] convolution output)
   // are read as blocks; row by row, every element of a row would be its own cache line, all of a row's
   // lines in one L1 set when T is a multiple of 1024.
-  if (channel_major(qv)) {
+  const bool q_cm = channel_major(qv), k_cm = channel_major(kv), v_cm = channel_major(vv);
+  if (q_cm) {
     load_channel_major(qv, s.batch, c.t0, L, h, 0, K, q.data(), run.data());
     for (int64_t i = 0; i < L; ++i) rows.finish_q(q.data() + i * K);
   }
-  if (channel_major(kv)) {
+  if (k_cm) {
     load_channel_major(kv, s.batch, c.t0, L, h, 0, K, k.data(), run.data());
     for (int64_t i = 0; i < L; ++i) rows.finish_k(k.data() + i * K);
   }
-  if (channel_major(vv)) load_channel_major(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data(), run.data());
+  if (v_cm) load_channel_major(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data(), run.data());
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
-    if (!channel_major(qv)) rows.q(s.batch, t, h, q.data() + i * K);
-    if (!channel_major(kv)) rows.k(s.batch, t, h, k.data() + i * K);
-    if (!channel_major(vv)) {
+    if (!q_cm) rows.q(s.batch, t, h, q.data() + i * K);
+    if (!k_cm) rows.k(s.batch, t, h, k.data() + i * K);
+    if (!v_cm) {
       load_elems<float>(vv, s.batch * vv.stride(0) + t * vv.stride(1) + hv * vv.stride(2) + c.c0 * vv.stride(3),
                         vv.stride(3), c.Vc, v.data() + i * c.Vc);
     }

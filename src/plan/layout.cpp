@@ -29,6 +29,31 @@ std::vector<int> unique_inputs(const OpNode& o) {
   return in;
 }
 
+// Operator i reads its inputs in layout e: each input stored in the other layout is transformed once
+// (later readers share the copy: `avail` holds the layouts each tensor exists in). Returns the transform
+// cycles, and records the transforms when asked.
+double read_inputs(const Graph& g, const CostModel& cm, int i, Layout e, const std::vector<int>& prod,
+                   const std::vector<Layout>& op_layout, Layout state, std::vector<uint8_t>& avail,
+                   std::vector<Transform>* record) {
+  double cost = 0;
+  for (int t : unique_inputs(g.ops[i])) {
+    const Layout s = stored_layout(g, t, prod[t], op_layout, state);
+    avail[t] |= bit(s);
+    if (avail[t] & bit(e)) continue;
+    const double c = cm.transform_cost(g, t, s, e);
+    if (record) record->push_back({t, s, e, i, c});
+    cost += c;
+    avail[t] |= bit(e);
+  }
+  return cost;
+}
+
+std::vector<int> producers(const Graph& g) {
+  std::vector<int> prod(g.tensors.size());
+  for (int t = 0; t < static_cast<int>(prod.size()); ++t) prod[t] = g.producer(t);
+  return prod;
+}
+
 }  // namespace
 
 bool DeviceCostModel::allowed(const Graph& g, int op, Layout l) const {
@@ -69,23 +94,13 @@ LayoutPlan evaluate_plan(const Graph& g, const CostModel& cm, const std::vector<
   p.op_layout = op_layout;
   p.state_layout = state_layout;
   const int nt = static_cast<int>(g.tensors.size());
-  std::vector<int> prod(nt);
-  for (int t = 0; t < nt; ++t) prod[t] = g.producer(t);
+  const std::vector<int> prod = producers(g);
   std::vector<uint8_t> avail(nt, 0);
   double cost = 0;
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     const Layout e = op_layout[i];
     if (!cm.allowed(g, i, e)) return p;  // cost stays infinite
-    for (int t : unique_inputs(g.ops[i])) {
-      const Layout s = stored_layout(g, t, prod[t], op_layout, state_layout);
-      avail[t] |= bit(s);
-      if (!(avail[t] & bit(e))) {
-        const double c = cm.transform_cost(g, t, s, e);
-        p.transforms.push_back({t, s, e, i, c});
-        cost += c;
-        avail[t] |= bit(e);
-      }
-    }
+    cost += read_inputs(g, cm, i, e, prod, op_layout, state_layout, avail, &p.transforms);
     cost += cm.op_cost(g, i, e);
   }
   for (int t = 0; t < nt; ++t) {
@@ -311,11 +326,8 @@ LayoutPlan plan_layouts_exhaustive(const Graph& g, const CostModel& cm) {
     // Depth-first over operators; the partial cost (operators so far and the transforms they needed) plus
     // the bound on the rest never decreases along a branch, so a branch at or above the best complete
     // cost is cut. Every assignment is either evaluated or provably no better.
-    std::vector<std::vector<uint8_t>> avail_stack;
-    const int nt = static_cast<int>(g.tensors.size());
-    std::vector<int> prod(nt);
-    for (int t = 0; t < nt; ++t) prod[t] = g.producer(t);
-    std::vector<uint8_t> avail(nt, 0);
+    const std::vector<int> prod = producers(g);
+    std::vector<uint8_t> avail(g.tensors.size(), 0);
     auto rec = [&](auto&& self, int i, double partial) -> void {
       if (partial + rest[i] >= best.cost) return;
       if (i == n) {
@@ -327,16 +339,7 @@ LayoutPlan plan_layouts_exhaustive(const Graph& g, const CostModel& cm) {
         if (!cm.allowed(g, i, e)) continue;
         layout[i] = e;
         const std::vector<uint8_t> saved = avail;
-        double c = partial;
-        for (int t : unique_inputs(g.ops[i])) {
-          const Layout s = stored_layout(g, t, prod[t], layout, state);
-          avail[t] |= bit(s);
-          if (!(avail[t] & bit(e))) {
-            c += cm.transform_cost(g, t, s, e);
-            avail[t] |= bit(e);
-          }
-        }
-        c += cm.op_cost(g, i, e);
+        const double c = partial + read_inputs(g, cm, i, e, prod, layout, state, avail, nullptr) + cm.op_cost(g, i, e);
         self(self, i + 1, c);
         avail = saved;
       }

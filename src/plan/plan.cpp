@@ -138,6 +138,17 @@ struct Checker {
     }
     return &j.at(key);
   }
+  // An array field (empty when missing or not an array, after recording the error).
+  const json& array(const json& j, const std::string& path, const char* key, bool non_empty = false) {
+    static const json kEmpty = json::array();
+    const json* v = get(j, path, key);
+    if (!v) return kEmpty;
+    if (!v->is_array() || (non_empty && v->empty())) {
+      fail(path.empty() ? key : path + "." + key, non_empty ? "expected a non-empty array" : "expected an array");
+      return kEmpty;
+    }
+    return *v;
+  }
   std::string str(const json& j, const std::string& path, const char* key) {
     const json* v = get(j, path, key);
     if (!v) return "";
@@ -208,11 +219,10 @@ Status plan_from_json(const std::string& text, Plan* out) {
   g.K = p.opt.K;
   g.V = p.opt.V;
   std::map<std::string, int> ids;
-  const json* tensors = c.get(j, "", "tensors");
-  if (c.ok() && !tensors->is_array()) c.fail("tensors", "expected an array");
-  for (std::size_t i = 0; c.ok() && i < tensors->size(); ++i) {
+  const json& tensors = c.array(j, "", "tensors");
+  for (std::size_t i = 0; c.ok() && i < tensors.size(); ++i) {
     const std::string path = "tensors[" + std::to_string(i) + "]";
-    const json& t = (*tensors)[i];
+    const json& t = tensors[i];
     TensorNode n;
     n.name = c.str(t, path, "name");
     n.rows = c.integer(t, path, "rows", 1, 1 << 20);
@@ -230,11 +240,10 @@ Status plan_from_json(const std::string& text, Plan* out) {
     if (n.role == Role::kStateOut) g.state_out = ids[n.name];
     g.tensors.push_back(n);
   }
-  const json* steps = c.get(j, "", "steps");
-  if (c.ok() && (!steps->is_array() || steps->empty())) c.fail("steps", "expected a non-empty array");
-  for (std::size_t i = 0; c.ok() && i < steps->size(); ++i) {
+  const json& steps = c.array(j, "", "steps", true);
+  for (std::size_t i = 0; c.ok() && i < steps.size(); ++i) {
     const std::string path = "steps[" + std::to_string(i) + "]";
-    const json& s = (*steps)[i];
+    const json& s = steps[i];
     OpNode o;
     o.name = c.str(s, path, "op");
     const std::string k = c.str(s, path, "kind");
@@ -248,15 +257,14 @@ Status plan_from_json(const std::string& text, Plan* out) {
     o.kernel = static_cast<int>(c.integer(s, path, "kernel", 0, 1000));
     p.layouts.op_layout.push_back(c.layout(s, path, "layout"));
     for (const char* key : {"inputs", "outputs"}) {
-      const json* list = c.get(s, path, key);
-      if (c.ok() && !list->is_array()) c.fail(path + "." + key, "expected an array of tensor names");
-      for (std::size_t q = 0; c.ok() && q < list->size(); ++q) {
+      const json& list = c.array(s, path, key);
+      for (std::size_t q = 0; c.ok() && q < list.size(); ++q) {
         const std::string lp = path + "." + key + "[" + std::to_string(q) + "]";
-        if (!(*list)[q].is_string()) {
+        if (!list[q].is_string()) {
           c.fail(lp, "expected a tensor name");
           break;
         }
-        const std::string name = (*list)[q].get<std::string>();
+        const std::string name = list[q].get<std::string>();
         if (!ids.count(name)) {
           c.fail(lp, "unknown tensor '" + name + "'");
           break;
@@ -281,11 +289,10 @@ Status plan_from_json(const std::string& text, Plan* out) {
     if (!gs.ok()) c.fail("steps", gs.message());
   }
   p.layouts.state_layout = c.layout(j, "", "state_layout");
-  const json* tr = c.get(j, "", "transforms");
-  if (c.ok() && !tr->is_array()) c.fail("transforms", "expected an array");
-  for (std::size_t i = 0; c.ok() && i < tr->size(); ++i) {
+  const json& tr = c.array(j, "", "transforms");
+  for (std::size_t i = 0; c.ok() && i < tr.size(); ++i) {
     const std::string path = "transforms[" + std::to_string(i) + "]";
-    const json& t = (*tr)[i];
+    const json& t = tr[i];
     Transform x;
     const std::string name = c.str(t, path, "tensor");
     if (c.ok() && !ids.count(name)) c.fail(path + ".tensor", "unknown tensor '" + name + "'");

@@ -105,14 +105,7 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
     std::sort(active.begin(), active.end(), [](const Active& x, const Active& y) { return x.id < y.id; });
     std::vector<Active> still;
     for (Active& a : active) {
-      if (!a.flowing && a.setup_end <= now) {
-        if (a.left > 0) {
-          a.flowing = true;  // set-up done: bytes start moving
-        } else {
-          a.left = 0;
-          a.flowing = true;
-        }
-      }
+      if (!a.flowing && a.setup_end <= now) a.flowing = true;  // set-up done: bytes start moving (if any)
       const bool done = a.flowing && a.left <= 1e-9 * std::max(1.0, ts[a.id].bytes);
       if (!done) {
         still.push_back(a);

@@ -68,6 +68,8 @@ def _make_chunk(original: Callable, kind: str, strategy: str, threads: Optional[
 
 
 def _make_recurrent(original: Callable, kind: str, threads: Optional[int]) -> Callable:
+    run = ops.fused_recurrent_gated_delta_rule if kind == "gdn" else ops.fused_recurrent_kda
+
     @functools.wraps(original)
     def recurrent(query, key, value, g, beta, initial_state=None, output_final_state=False,
                   use_qk_l2norm_in_kernel=False, cu_seqlens=None, **kwargs):
@@ -76,14 +78,9 @@ def _make_recurrent(original: Callable, kind: str, threads: Optional[int]) -> Ca
             return original(query, key, value, g=g, beta=beta, initial_state=initial_state,
                             output_final_state=output_final_state,
                             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, cu_seqlens=cu_seqlens, **kwargs)
-        if kind == "gdn":
-            o, state = ops.fused_recurrent_gated_delta_rule(
-                query, key, value, g=g, beta=beta, initial_state=initial_state, output_final_state=output_final_state,
-                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, cu_seqlens=cu_seqlens, threads=threads)
-        else:
-            o, state = ops.fused_recurrent_kda(
-                query, key, value, g, beta, initial_state=initial_state, output_final_state=output_final_state,
-                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, cu_seqlens=cu_seqlens, threads=threads)
+        o, state = run(query, key, value, g=g, beta=beta, initial_state=initial_state,
+                       output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                       cu_seqlens=cu_seqlens, threads=threads)
         _calls["recurrent"] += 1
         return o.to(query.dtype), state
 
