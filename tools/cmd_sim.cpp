@@ -1,5 +1,7 @@
-// hanpu sim --device NAME|FILE --kind gdn|kda [--preset NAME | --heads H --v-heads HV --k K --v V]
-//           [--tokens LIST] [--strategies LIST | --ablation] [--json FILE] [--trace FILE]
+// hanpu sim --device LIST --kind gdn|kda [--preset NAME | --heads LIST --v-heads HV --k K --v V]
+//           [--tokens LIST] [--strategies LIST | --ablation] [--warmup-chunks N] [--segment-chunks N]
+//           [--json FILE] [--trace FILE] [--plot FILE]
+// Every (device, heads, tokens, strategy) combination is one simulation: a sweep, with progress on stderr.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.h"
+#include "bench/plot.h"
 #include "commands.h"
 #include "sim/lower.h"
 
@@ -15,9 +18,11 @@ namespace hanpu::cli {
 namespace {
 
 struct SimArgs {
-  std::string device, kind, preset, json_path, trace_path;
+  std::vector<std::string> devices;
+  std::string kind, preset, json_path, trace_path, plot_path;
   bool ablation = false;
-  int64_t heads = 0, v_heads = 0, k = 0, v = 0;
+  std::vector<int64_t> heads;
+  int64_t v_heads = 0, k = 0, v = 0, warmup_chunks = 2, segment_chunks = 0;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
   std::vector<std::string> strategies = sim::sim_strategies();
 };
@@ -27,84 +32,133 @@ int fail(const std::string& msg) {
   return 2;
 }
 
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+std::string peaks_text(const std::map<std::string, int64_t>& peaks) {
+  std::string s;
+  for (const auto& [m, b] : peaks) s += m + " " + std::to_string(b) + "  ";
+  return s;
+}
+
+nlohmann::json record_json(const sim::SimRecord& r) {
+  return {{"device", r.device}, {"strategy", r.strategy}, {"kind", r.kind}, {"tokens", r.tokens},
+          {"heads", r.heads}, {"latency_us", r.latency_us}, {"gm_bytes", r.gm_bytes},
+          {"spill_bytes", r.spill_bytes}, {"l1_to_l0_bytes", r.l1_to_l0_bytes}, {"peak_bytes", r.peak_bytes},
+          {"sim_peak_bytes", r.sim_peak_bytes}, {"matrix_util", r.matrix_util}, {"vector_util", r.vector_util},
+          {"engine_busy", r.engine_busy}, {"energy_uj", r.energy_uj}, {"matrix_macs", r.matrix_macs},
+          {"launches", r.launches}, {"tail_split", r.tail_split}, {"tasks", r.tasks}};
+}
+
 int run(const SimArgs& a) {
-  plan::Device d;
-  Status st = plan::load_device(a.device, &d);
-  if (!st.ok()) return fail(st.ToString());
+  std::vector<plan::Device> devices;
+  for (const std::string& name : a.devices) {
+    plan::Device d;
+    Status st = plan::load_device(name, &d);
+    if (!st.ok()) return fail(st.ToString());
+    if (!d.has_sim) return fail("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
+    devices.push_back(std::move(d));
+  }
   sim::Workload w;
-  w.kind = Kind::kGdn;
   int64_t H = 16, HV = 16;
   if (!a.preset.empty()) {
-    bool found = false;
-    for (const Preset& p : bench_presets()) {
-      if (a.preset != p.name) continue;
-      found = true;
-      w.kind = p.kind;
-      H = p.H;
-      HV = p.HV;
-      w.K = p.K;
-      w.V = p.V;
-    }
-    if (!found) return fail("unknown preset '" + a.preset + "' (qwen3.5-0.8b, qwen3-next, kimi-linear)");
+    const auto& presets = bench_presets();
+    const auto p = std::find_if(presets.begin(), presets.end(), [&](const Preset& x) { return a.preset == x.name; });
+    if (p == presets.end()) return fail("unknown preset '" + a.preset + "' (qwen3.5-0.8b, qwen3-next, kimi-linear)");
+    w.kind = p->kind;
+    H = p->H;
+    HV = p->HV;
+    w.K = p->K;
+    w.V = p->V;
   }
   if (!a.kind.empty()) w.kind = a.kind == "kda" ? Kind::kKda : Kind::kGdn;
-  if (a.heads > 0) H = HV = a.heads;
-  if (a.v_heads > 0) HV = a.v_heads;
-  if (HV % H != 0) return fail("--v-heads must be a multiple of --heads");
   if (a.k > 0) w.K = a.k;
   if (a.v > 0) w.V = a.v;
-  w.heads = HV;  // every value head is an independent unit of work
+  w.warmup_chunks = a.warmup_chunks;
+  w.segment_chunks = a.segment_chunks;
+  // Value-head counts of the sweep: every value head is an independent unit of work.
+  std::vector<int64_t> value_heads;
+  if (a.heads.empty()) {
+    value_heads.push_back(a.v_heads > 0 ? a.v_heads : HV);
+    if (a.v_heads > 0 && a.v_heads % H != 0) return fail("--v-heads must be a multiple of the preset's heads");
+  } else {
+    if (a.v_heads > 0 && a.heads.size() != 1) return fail("--v-heads needs exactly one --heads value");
+    for (int64_t h : a.heads) {
+      if (a.v_heads > 0 && a.v_heads % h != 0) return fail("--v-heads must be a multiple of --heads");
+      value_heads.push_back(a.v_heads > 0 ? a.v_heads : h);
+    }
+  }
   const std::vector<std::string>& strategies = a.ablation ? sim::sim_ablation_steps() : a.strategies;
-  if (!a.trace_path.empty() && (strategies.size() != 1 || a.tokens.size() != 1)) {
-    return fail("--trace records one run: give one strategy (--strategies NAME) and one token count");
+  const size_t runs = devices.size() * value_heads.size() * a.tokens.size() * strategies.size();
+  if (!a.trace_path.empty() && runs != 1) {
+    return fail("--trace records one run: give one device, one head count, one token count and one strategy");
   }
   std::vector<sim::SimRecord> recs;
   std::string trace;
-  for (int64_t T : a.tokens) {
-    if (T < 1) return fail("--tokens must be >= 1");
-    for (const std::string& s : strategies) {
-      w.tokens = T;
-      sim::SimRecord r;
-      st = sim::simulate_strategy(s, d, w, &r, a.trace_path.empty() ? nullptr : &trace);
-      if (!st.ok()) return fail(st.ToString());
-      std::fprintf(stderr, "%s %s T=%lld: %.1f us (%lld tasks)\n", s.c_str(), kind_name(w.kind),
-                   static_cast<long long>(T), r.latency_us, static_cast<long long>(r.tasks));
-      recs.push_back(r);
+  size_t done = 0;
+  for (const plan::Device& d : devices) {
+    for (int64_t hv : value_heads) {
+      for (int64_t T : a.tokens) {
+        if (T < 1) return fail("--tokens must be >= 1");
+        for (const std::string& s : strategies) {
+          w.heads = hv;
+          w.tokens = T;
+          sim::SimRecord r;
+          const Status st = sim::simulate_strategy(s, d, w, &r, a.trace_path.empty() ? nullptr : &trace);
+          if (!st.ok()) return fail(st.ToString());
+          std::fprintf(stderr, "[%zu/%zu] %s %s %s heads=%lld T=%lld: %.1f us (%lld tasks)\n", ++done, runs,
+                       d.name.c_str(), s.c_str(), kind_name(w.kind), static_cast<long long>(hv),
+                       static_cast<long long>(T), r.latency_us, static_cast<long long>(r.tasks));
+          recs.push_back(r);
+        }
+      }
     }
   }
-  std::printf("device %s (%d cores at %.2f GHz), %s, %lld value heads, K=%lld V=%lld\n", d.name.c_str(), d.cores,
-              d.clock_ghz, kind_name(w.kind), static_cast<long long>(w.heads), static_cast<long long>(w.K),
-              static_cast<long long>(w.V));
-  std::printf("%-13s %7s %12s %10s %10s %12s %7s %7s  %s\n", "strategy", "tokens", "latency_us", "GM_MB", "L1->L0_MB",
-              "matrix_MACs", "m_util", "v_util", "peak bytes");
+  std::printf("%s, K=%lld V=%lld (peaks: planned on-chip bytes per buffer after spills)\n", kind_name(w.kind),
+              static_cast<long long>(w.K), static_cast<long long>(w.V));
+  std::printf("%-12s %-14s %5s %6s %11s %9s %8s %9s %11s %6s %6s %10s %3s  %s\n", "device", "strategy", "heads",
+              "tokens", "latency_us", "GM_MB", "spill_MB", "L1->L0_MB", "matrix_MACs", "m_util", "v_util",
+              "energy_uJ", "spl", "peak bytes");
   for (const sim::SimRecord& r : recs) {
-    std::string peaks;
-    for (const auto& [m, b] : r.peak_bytes) peaks += m + " " + std::to_string(b) + "  ";
-    std::printf("%-13s %7lld %12.1f %10.2f %10.2f %12.3e %7.3f %7.3f  %s\n", r.strategy.c_str(),
-                static_cast<long long>(r.tokens), r.latency_us, r.gm_bytes / 1e6, r.l1_to_l0_bytes / 1e6, r.matrix_macs,
-                r.matrix_util, r.vector_util, peaks.c_str());
+    std::printf("%-12s %-14s %5lld %6lld %11.1f %9.2f %8.2f %9.2f %11.3e %6.3f %6.3f %10.1f %3d  %s\n",
+                r.device.c_str(), r.strategy.c_str(), static_cast<long long>(r.heads),
+                static_cast<long long>(r.tokens), r.latency_us, r.gm_bytes / 1e6, r.spill_bytes / 1e6,
+                r.l1_to_l0_bytes / 1e6, r.matrix_macs, r.matrix_util, r.vector_util, r.energy_uj, r.tail_split,
+                peaks_text(r.peak_bytes).c_str());
   }
-  if (!a.trace_path.empty()) {
-    std::ofstream f(a.trace_path);
-    f << trace;
-    if (!f) return fail("cannot write '" + a.trace_path + "'");
-  }
+  if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
   if (!a.json_path.empty()) {
     nlohmann::json j;
-    j["device"] = d.name;
-    j["device_file"] = d.origin;
-    j["records"] = nlohmann::json::array();
-    for (const sim::SimRecord& r : recs) {
-      j["records"].push_back({{"strategy", r.strategy}, {"kind", r.kind}, {"tokens", r.tokens}, {"heads", r.heads},
-                              {"latency_us", r.latency_us}, {"gm_bytes", r.gm_bytes},
-                              {"l1_to_l0_bytes", r.l1_to_l0_bytes}, {"peak_bytes", r.peak_bytes},
-                              {"matrix_util", r.matrix_util}, {"vector_util", r.vector_util},
-                              {"engine_busy", r.engine_busy}, {"energy_uj", nullptr}, {"matrix_macs", r.matrix_macs},
-                              {"tasks", r.tasks}});
+    nlohmann::json names = nlohmann::json::array(), files = nlohmann::json::array();
+    for (const plan::Device& d : devices) {
+      names.push_back(d.name);
+      files.push_back(d.origin);
     }
-    std::ofstream f(a.json_path);
-    f << j.dump(2) << "\n";
-    if (!f) return fail("cannot write '" + a.json_path + "'");
+    j["device"] = devices.size() == 1 ? names[0] : names;
+    j["device_file"] = devices.size() == 1 ? files[0] : files;
+    j["records"] = nlohmann::json::array();
+    for (const sim::SimRecord& r : recs) j["records"].push_back(record_json(r));
+    if (!write_file(a.json_path, j.dump(2) + "\n")) return fail("cannot write '" + a.json_path + "'");
+  }
+  if (!a.plot_path.empty()) {
+    // Latency vs tokens, a line per (strategy[, device][, heads]).
+    std::vector<PlotSeries> series;
+    for (const sim::SimRecord& r : recs) {
+      std::string name = r.strategy;
+      if (devices.size() > 1) name += " " + r.device;
+      if (value_heads.size() > 1) name += " h" + std::to_string(r.heads);
+      auto it = std::find_if(series.begin(), series.end(), [&](const PlotSeries& l) { return l.name == name; });
+      if (it == series.end()) it = series.insert(series.end(), PlotSeries{name, {}});
+      it->points.emplace_back(static_cast<double>(r.tokens), r.latency_us);
+    }
+    const std::string title = std::string("simulated latency vs sequence length, ") + kind_name(w.kind) +
+                              (devices.size() == 1 ? ", " + devices[0].name : std::string());
+    if (!write_file(a.plot_path, svg_log_log(title, "tokens T", "us", std::move(series)))) {
+      return fail("cannot write '" + a.plot_path + "'");
+    }
   }
   return 0;
 }
@@ -113,19 +167,33 @@ int run(const SimArgs& a) {
 
 Runner add_sim_command(CLI::App& app) {
   auto a = std::make_shared<SimArgs>();
-  app.add_option("--device", a->device, "A device with a \"sim\" section: ascend-310p, ascend-310p3, ascend-310b, "
-                                        "hexagon-v75, or a JSON file")->required();
+  app.add_option("--device", a->devices, "Devices with a \"sim\" section (ascend-310p, ascend-310p3, ascend-310b, "
+                                         "hexagon-v75, or JSON files), comma-separated for a sweep")
+      ->required()
+      ->delimiter(',');
   app.add_option("--kind", a->kind, "gdn or kda (default: the preset's, else gdn)")->check(CLI::IsMember({"gdn", "kda"}));
   app.add_option("--preset", a->preset, "qwen3.5-0.8b, qwen3-next or kimi-linear (default: 16 heads, K=V=128)");
-  app.add_option("--heads", a->heads, "q/k heads")->check(CLI::Range(1, 4096));
+  app.add_option("--heads", a->heads, "q/k heads, comma-separated for a sweep (each also the value heads unless "
+                                      "--v-heads)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   app.add_option("--v-heads", a->v_heads, "value heads (default: --heads)")->check(CLI::Range(1, 4096));
   app.add_option("--k", a->k, "key head dim")->check(CLI::Range(1, 256));
   app.add_option("--v", a->v, "value head dim")->check(CLI::Range(1, 256));
   app.add_option("--tokens", a->tokens, "Sequence lengths (default 512 ... 65536)")->delimiter(',');
-  app.add_option("--strategies", a->strategies, "Strategies (modelled: fla, hanpu)")->delimiter(',');
-  app.add_flag("--ablation", a->ablation, "Run fla, +fusion, +chunk-first, +gemm-first, +layout-plan instead");
-  app.add_option("--trace", a->trace_path, "Write a Chrome/Perfetto trace of the run (one strategy, one length)");
-  app.add_option("--json", a->json_path, "Also write one record per (strategy, tokens)");
+  app.add_option("--strategies", a->strategies, "Strategies: native, fla, fla-megakernel, flashqla, hanpu (default "
+                                                "all)")
+      ->delimiter(',');
+  app.add_flag("--ablation", a->ablation,
+               "Run fla, +fusion, +tail-split, +chunk-first, +gemm-first, +layout-plan instead");
+  app.add_option("--warmup-chunks", a->warmup_chunks,
+                 "flashqla: warm-up chunks per segment (data-dependent on hardware; default 2)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--segment-chunks", a->segment_chunks, "flashqla: chunks per segment (default: FlashQLA's rule)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--trace", a->trace_path, "Write a Chrome/Perfetto trace of the run (a single run only)");
+  app.add_option("--json", a->json_path, "Also write one record per run");
+  app.add_option("--plot", a->plot_path, "Write an SVG of latency vs tokens per strategy");
   return [a] { return run(*a); };
 }
 

@@ -21,61 +21,67 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 
 
 }  // namespace
 
-std::string svg_time_vs_tokens(const BenchReport& rep) {
-  std::map<std::string, std::vector<std::pair<double, double>>> lines;  // strategy -> (T, ms)
-  std::vector<std::string> order;
-  for (const BenchRecord& r : rep.records) {
-    if (r.batch != 0 || r.median_ms <= 0) continue;
-    if (!lines.count(r.strategy)) order.push_back(r.strategy);
-    lines[r.strategy].emplace_back(static_cast<double>(r.tokens), r.median_ms);
-  }
+std::string svg_log_log(const std::string& title, const std::string& x_label, const std::string& y_unit,
+                        std::vector<PlotSeries> series) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const auto& [name, pts] : lines) {
-    for (const auto& [t, ms] : pts) {
-      x0 = std::min(x0, std::log2(t));
-      x1 = std::max(x1, std::log2(t));
-      y0 = std::min(y0, std::log10(ms));
-      y1 = std::max(y1, std::log10(ms));
+  for (const PlotSeries& l : series) {
+    for (const auto& [x, y] : l.points) {
+      x0 = std::min(x0, std::log2(x));
+      x1 = std::max(x1, std::log2(x));
+      y0 = std::min(y0, std::log10(y));
+      y1 = std::max(y1, std::log10(y));
     }
   }
   std::string s = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
                       "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", kW, kH);
-  if (lines.empty()) return s + "<text x=\"20\" y=\"30\">no prefill records</text>\n</svg>\n";
+  if (!(x0 <= x1)) return s + "<text x=\"20\" y=\"30\">no data</text>\n</svg>\n";
   y0 = std::floor(y0);
   y1 = std::max(std::ceil(y1), y0 + 1);
   if (x1 <= x0) x1 = x0 + 1;
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto px = [&](double t) { return kLeft + (std::log2(t) - x0) / (x1 - x0) * pw; };
-  auto py = [&](double ms) { return kTop + (y1 - std::log10(ms)) / (y1 - y0) * ph; };
-  s += fmt("<text x=\"%.0f\" y=\"24\" font-size=\"15\">median time vs sequence length (log-log)</text>\n", kLeft);
+  auto py = [&](double v) { return kTop + (y1 - std::log10(v)) / (y1 - y0) * ph; };
+  s += fmt("<text x=\"%.0f\" y=\"24\" font-size=\"15\">", kLeft) + title + "</text>\n";
   s += fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop, pw, ph);
-  for (double e = y0; e <= y1 + 1e-9; e += 1) {  // decades of milliseconds
+  for (double e = y0; e <= y1 + 1e-9; e += 1) {  // decades of y
     const double y = kTop + (y1 - e) / (y1 - y0) * ph;
     s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", kLeft, y, kLeft + pw, y);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g ms</text>\n", kLeft - 6, y + 4, std::pow(10.0, e));
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g ", kLeft - 6, y + 4, std::pow(10.0, e)) + y_unit +
+         "</text>\n";
   }
-  for (double e = std::ceil(x0); e <= x1 + 1e-9; e += 1) {  // powers of two of tokens
+  for (double e = std::ceil(x0); e <= x1 + 1e-9; e += 1) {  // powers of two of x
     const double x = kLeft + (e - x0) / (x1 - x0) * pw;
     s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", x, kTop, x, kTop + ph);
     s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", x, kTop + ph + 18, std::pow(2.0, e));
   }
-  s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">tokens T</text>\n", kLeft + pw / 2, kH - 16);
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    auto pts = lines[order[i]];
+  s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", kLeft + pw / 2, kH - 16) + x_label + "</text>\n";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    auto& pts = series[i].points;
     std::sort(pts.begin(), pts.end());
     const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
     std::string poly;
-    for (const auto& [t, ms] : pts) poly += fmt("%.1f,%.1f ", px(t), py(ms));
+    for (const auto& [x, y] : pts) poly += fmt("%.1f,%.1f ", px(x), py(y));
     s += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + std::string(color) + "\" points=\"" + poly + "\"/>\n";
-    for (const auto& [t, ms] : pts) {
-      s += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"", px(t), py(ms)) + color + "\"/>\n";
+    for (const auto& [x, y] : pts) {
+      s += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"", px(x), py(y)) + color + "\"/>\n";
     }
     const double ly = kTop + 14 + 20.0 * static_cast<double>(i);
     s += fmt("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke-width=\"2\" stroke=\"", kW - kRight + 14, ly,
              kW - kRight + 40, ly) + color + "\"/>\n";
-    s += fmt("<text x=\"%.0f\" y=\"%.1f\">", kW - kRight + 46, ly + 4) + order[i] + "</text>\n";
+    s += fmt("<text x=\"%.0f\" y=\"%.1f\">", kW - kRight + 46, ly + 4) + series[i].name + "</text>\n";
   }
   return s + "</svg>\n";
+}
+
+std::string svg_time_vs_tokens(const BenchReport& rep) {
+  std::vector<PlotSeries> series;
+  for (const BenchRecord& r : rep.records) {
+    if (r.batch != 0 || r.median_ms <= 0) continue;
+    auto it = std::find_if(series.begin(), series.end(), [&](const PlotSeries& l) { return l.name == r.strategy; });
+    if (it == series.end()) it = series.insert(series.end(), PlotSeries{r.strategy, {}});
+    it->points.emplace_back(static_cast<double>(r.tokens), r.median_ms);
+  }
+  return svg_log_log("median time vs sequence length (log-log)", "tokens T", "ms", std::move(series));
 }
 
 }  // namespace hanpu

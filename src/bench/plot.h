@@ -2,10 +2,23 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/bench.h"
 
 namespace hanpu {
+
+// One named line of a plot: (x, y) points, both positive.
+struct PlotSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;
+};
+
+// A log-log line plot: x in powers of two (labelled `x_label`), y in decades of `y_unit`, one line and
+// legend entry per series in order.
+std::string svg_log_log(const std::string& title, const std::string& x_label, const std::string& y_unit,
+                        std::vector<PlotSeries> series);
 
 // Median time vs sequence length, one line per strategy, log-log axes. Decode records are skipped.
 std::string svg_time_vs_tokens(const BenchReport& rep);

@@ -178,6 +178,20 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     d.sim.l0c_to_ub_bytes_per_cycle = sx.number("l0c_to_ub_bytes_per_cycle");
     d.sim.transfer_setup_cycles = sx.number("transfer_setup_cycles", false);
     d.sim.launch_overhead_us = sx.number("launch_overhead_us", false);
+    d.sim.barrier_us = sx.number("barrier_us", false);
+    d.sim.l0c_to_ub_via_vector = sx.flag("l0c_to_ub_via_vector");
+    Reader ex = sx.child("energy");
+    d.sim.pj_per_mac = ex.number("pj_per_mac");
+    d.sim.pj_per_vector_cycle = ex.number("pj_per_vector_cycle");
+    d.sim.pj_per_global_byte = ex.number("pj_per_global_byte");
+    d.sim.pj_per_on_chip_byte = ex.number("pj_per_on_chip_byte");
+    d.sim.static_w = ex.number("static_w", false);
+    for (const auto& [field, v] : {std::pair<const char*, double>{"transfer_setup_cycles", d.sim.transfer_setup_cycles},
+                                   {"launch_overhead_us", d.sim.launch_overhead_us},
+                                   {"barrier_us", d.sim.barrier_us},
+                                   {"energy.static_w", d.sim.static_w}}) {
+      if (st.ok() && v < 0) st = InvalidArgument(std::string("sim.") + field + ".value: expected >= 0");
+    }
   }
   if (!st.ok()) return InvalidArgument(origin + ": " + st.message());
   *out = std::move(d);

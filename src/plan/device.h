@@ -28,6 +28,11 @@ struct SimParams {
   double l0c_to_ub_bytes_per_cycle = 0;     // matrix results out to the vector memory
   double transfer_setup_cycles = 0;         // fixed cost of each global-memory transfer
   double launch_overhead_us = 0;            // per kernel launch
+  double barrier_us = 0;                    // one cross-core barrier inside a launch (megakernels)
+  bool l0c_to_ub_via_vector = false;        // matrix results reach the vector memory through the vector unit
+  // Energy coefficients (pJ), and the chip's static power (W) charged over the whole latency.
+  double pj_per_mac = 0, pj_per_vector_cycle = 0, pj_per_global_byte = 0, pj_per_on_chip_byte = 0;
+  double static_w = 0;
 };
 
 struct Device {

@@ -193,6 +193,9 @@ class Builder {
     if (opt.kernels == "fla") {
       // FLA's launches: #1-#4 (and the score GEMMs), #5 (state), #6 (output).
       for (OpNode& o : g_.ops) o.kernel = o.step <= 4 ? 0 : o.step == 5 ? 1 : 2;
+    } else if (opt.kernels == "native") {
+      // One launch per DESIGN step: #1 .. #6.
+      for (OpNode& o : g_.ops) o.kernel = o.step - 1;
     }
     return std::move(g_);
   }

@@ -71,7 +71,7 @@ struct GraphOptions {
   bool chunk_first = true;  // #5 split into its read and its update, #6 between them, state updated in place
   bool gemm_first = true;   // K S, Q S, K K^T, Q K^T first; V' = T diag(beta) (V - diag(exp G) K S)
   // Kernel boundaries of a multi-kernel strategy: "fused" (one kernel per head, hanpu) or "fla"
-  // (#1-#4 | #5 | #6, FLA's chunk-head-chunk launches).
+  // (#1-#4 | #5 | #6, FLA's chunk-head-chunk launches) or "native" (one launch per step #1 .. #6).
   std::string kernels = "fused";
 };
 

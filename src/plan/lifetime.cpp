@@ -11,65 +11,94 @@ int64_t tensor_bytes(const Graph& g, int t, const Device& d) {
   return x.rows * x.cols * (state ? 4 : d.operand_bytes);
 }
 
-LifetimeReport analyse_lifetimes(const Graph& g, const Device& d) {
+std::vector<Residency> residencies(const Graph& g, const Device& d) {
   const int n = static_cast<int>(g.ops.size());
-  LifetimeReport rep;
-  // live[memory][step] = bytes present
-  std::map<std::string, std::vector<int64_t>> live;
-  for (const Memory& m : d.memories) {
-    if (m.on_chip) live[m.name].assign(n, 0);
-  }
-  auto add = [&](const std::string& mem, int from, int to, int64_t bytes) {
-    auto it = live.find(mem);
-    if (it == live.end()) return;  // off-chip
-    for (int s = std::max(0, from); s <= std::min(n - 1, to); ++s) it->second[s] += bytes;
+  std::vector<Residency> out;
+  auto add = [&](int t, const std::string& mem, int kernel, int from, int to, std::vector<int> uses) {
+    const Memory* m = d.memory(mem);
+    if (m == nullptr || !m->on_chip || from > to) return;
+    std::sort(uses.begin(), uses.end());
+    uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+    out.push_back({t, mem, kernel, from, to, tensor_bytes(g, t, d), std::move(uses)});
   };
   const std::vector<int> sreaders = g.consumers(g.state_in);
   const int s_last_read = sreaders.empty() ? -1 : sreaders.back();
   const int s_update = g.producer(g.state_out);
-  rep.state_in_place = s_update >= 0 && s_update == s_last_read;
+  const bool in_place = s_update >= 0 && s_update == s_last_read;
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
     const TensorNode& x = g.tensors[t];
-    const int64_t bytes = tensor_bytes(g, t, d);
     const int prod = g.producer(t);
     const std::vector<int> cons = g.consumers(t);
     const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
-    if (x.role == Role::kStateIn) add(d.state_mem, 0, s_last_read, bytes);
-    // In place: S' takes over S's buffer, already counted up to the update step.
-    if (x.role == Role::kStateOut) add(d.state_mem, rep.state_in_place ? prod + 1 : prod, n - 1, bytes);
-    if (prod >= 0 && g.ops[prod].engine == Engine::kMatrix) add(d.matrix_result_mem, prod, prod, bytes);
-    // Materialised between kernels: written once, read once by each other kernel.
-    std::set<int> other_kernels;
+    if (x.role == Role::kStateIn) {
+      std::vector<int> uses = cons;
+      uses.push_back(-1);
+      add(t, d.state_mem, 0, 0, s_last_read, uses);
+    }
+    // In place: S' takes over S's buffer, which S holds up to the update step.
+    if (x.role == Role::kStateOut) {
+      std::vector<int> uses = cons;
+      uses.push_back(prod);
+      uses.push_back(n);
+      add(t, d.state_mem, g.ops[prod].kernel, in_place ? prod + 1 : prod, n - 1, uses);
+    }
+    if (prod >= 0 && g.ops[prod].engine == Engine::kMatrix) {
+      add(t, d.matrix_result_mem, g.ops[prod].kernel, prod, prod, {prod});
+    }
+    // On-chip residency per memory, within each kernel.
+    std::map<std::pair<std::string, int>, std::vector<int>> span;  // (memory, kernel) -> steps
     for (int c : cons) {
+      const std::string& mem = g.ops[c].engine == Engine::kMatrix ? d.matrix_operand_mem : d.vector_mem;
+      span[{mem, g.ops[c].kernel}].push_back(c);
+    }
+    if (prod >= 0 && g.ops[prod].engine == Engine::kVector && !state) {
+      span[{d.vector_mem, g.ops[prod].kernel}].push_back(prod);
+    }
+    for (auto& [key, uses] : span) {
+      if (state && key.first == d.state_mem) continue;  // the state's own residency, above
+      // A tensor moves into a memory at its producer's step when produced by the same kernel.
+      if (prod >= 0 && g.ops[prod].kernel == key.second) uses.push_back(prod);
+      const auto [lo, hi] = std::minmax_element(uses.begin(), uses.end());
+      const int from = *lo, to = *hi;
+      add(t, key.first, key.second, from, to, uses);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<int64_t>> live_bytes(const Graph& g, const Device& d,
+                                                       const std::vector<Residency>& rs) {
+  const int n = static_cast<int>(g.ops.size());
+  std::map<std::string, std::vector<int64_t>> live;
+  for (const Memory& m : d.memories) {
+    if (m.on_chip) live[m.name].assign(n, 0);
+  }
+  for (const Residency& r : rs) {
+    std::vector<int64_t>& steps = live.at(r.memory);
+    for (int s = std::max(0, r.from); s <= std::min(n - 1, r.to); ++s) steps[s] += r.bytes;
+  }
+  return live;
+}
+
+LifetimeReport analyse_lifetimes(const Graph& g, const Device& d) {
+  LifetimeReport rep;
+  const std::vector<int> sreaders = g.consumers(g.state_in);
+  const int s_update = g.producer(g.state_out);
+  rep.state_in_place = s_update >= 0 && !sreaders.empty() && s_update == sreaders.back();
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+    // Materialised between kernels: written once, read once by each other kernel.
+    const int prod = g.producer(t);
+    std::set<int> other_kernels;
+    for (int c : g.consumers(t)) {
       if (prod >= 0 && g.ops[c].kernel != g.ops[prod].kernel) other_kernels.insert(g.ops[c].kernel);
     }
     if (!other_kernels.empty()) {
+      const int64_t bytes = tensor_bytes(g, t, d);
       rep.materialised_bytes += bytes;
       rep.materialised_traffic_bytes += bytes * (1 + static_cast<int64_t>(other_kernels.size()));
     }
-    // On-chip residency per memory, within each kernel.
-    std::map<std::pair<std::string, int>, std::pair<int, int>> span;  // (memory, kernel) -> [first, last]
-    auto need = [&](const std::string& mem, int kernel, int step) {
-      auto [it, fresh] = span.try_emplace({mem, kernel}, step, step);
-      if (!fresh) {
-        it->second.first = std::min(it->second.first, step);
-        it->second.second = std::max(it->second.second, step);
-      }
-    };
-    for (int c : cons) {
-      const std::string& mem = g.ops[c].engine == Engine::kMatrix ? d.matrix_operand_mem : d.vector_mem;
-      need(mem, g.ops[c].kernel, c);
-    }
-    if (prod >= 0 && g.ops[prod].engine == Engine::kVector && !state) need(d.vector_mem, g.ops[prod].kernel, prod);
-    for (const auto& [key, se] : span) {
-      if (state && key.first == d.state_mem) continue;  // counted above
-      int from = se.first;
-      // A tensor moves into a memory at its producer's step when produced by the same kernel.
-      if (prod >= 0 && g.ops[prod].kernel == key.second) from = std::min(from, prod);
-      add(key.first, from, se.second, bytes);
-    }
   }
-  for (const auto& [mem, steps] : live) {
+  for (const auto& [mem, steps] : live_bytes(g, d, residencies(g, d))) {
     const auto it = std::max_element(steps.begin(), steps.end());
     rep.peak_bytes[mem] = it == steps.end() ? 0 : *it;
     rep.peak_step[mem] = it == steps.end() ? 0 : static_cast<int>(it - steps.begin());

@@ -19,11 +19,25 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "plan/device.h"
 #include "plan/graph.h"
 
 namespace hanpu::plan {
+
+// One tensor's presence in one on-chip memory over steps [from, to] (inclusive) of a chunk, within one
+// kernel. `uses` are the steps that touch it there (its producer's, its readers'), sorted; the state's
+// chunk-spanning residencies count the chunk start (-1) or end (steps) as uses: S arrives from the
+// previous chunk, S' leaves for the next one.
+struct Residency {
+  int tensor = -1;
+  std::string memory;
+  int kernel = 0;
+  int from = 0, to = 0;
+  int64_t bytes = 0;
+  std::vector<int> uses;
+};
 
 struct LifetimeReport {
   std::map<std::string, int64_t> peak_bytes;  // per memory name (on-chip memories only)
@@ -34,6 +48,10 @@ struct LifetimeReport {
 };
 
 int64_t tensor_bytes(const Graph& g, int t, const Device& d);
+// Every residency of the graph on the device, in tensor order (on-chip memories only).
+std::vector<Residency> residencies(const Graph& g, const Device& d);
+// Live bytes per on-chip memory at each step, from a list of residencies.
+std::map<std::string, std::vector<int64_t>> live_bytes(const Graph& g, const Device& d, const std::vector<Residency>& rs);
 LifetimeReport analyse_lifetimes(const Graph& g, const Device& d);
 
 }  // namespace hanpu::plan

@@ -1,14 +1,24 @@
 #include "sim/lower.h"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "sim/spill.h"
+
 namespace hanpu::sim {
 
 const std::vector<std::string>& sim_strategies() {
-  static const std::vector<std::string> s = {"fla", "hanpu"};
+  static const std::vector<std::string> s = {"native", "fla", "fla-megakernel", "flashqla", "hanpu"};
+  return s;
+}
+
+const std::vector<std::string>& sim_ablation_steps() {
+  static const std::vector<std::string> s = {"fla", "+fusion", "+tail-split", "+chunk-first", "+gemm-first",
+                                             "+layout-plan"};
   return s;
 }
 
@@ -16,59 +26,169 @@ namespace {
 
 // Queue names of a device's engines.
 struct Engines {
-  std::string load, store, matrix_load, matrix, matrix_out, vector, launch;
+  std::string load, store, matrix_load, matrix, matrix_out, vector, control;
 };
 
 Engines engines_of(const plan::Device& d) {
   if (d.name.rfind("hexagon", 0) == 0) return {"DMA", "DMA", "HMX-load", "HMX", "HMX-out", "HVX", "Scalar"};
-  return {"MTE2", "MTE3", "MTE1", "Cube", "FixPipe", "Vector", "Scalar"};
+  return {"MTE2", "MTE3", "MTE1", "Cube", d.sim.l0c_to_ub_via_vector ? "Vector" : "FixPipe", "Vector", "Scalar"};
 }
 
-// Emits the tasks of one program on the device and keeps the counters of the report.
-class Lowering {
+// A tensor's presence in a buffer of one core between two tasks (alloc at the first's start, free at the
+// second's end).
+struct Occupancy {
+  int core;
+  int memory;  // index into Emitter::memories
+  int64_t bytes;
+  int first_task, last_task;
+};
+
+// The program of one run, shared by the chunk lowerings that emit into it, and its counters.
+class Emitter {
  public:
-  Lowering(const plan::Plan& pl, const plan::Device& d) : pl_(pl), g_(pl.graph), d_(d), cm_(d), e_(engines_of(d)) {}
-
-  Program& program() { return prog_; }
-  double l1_to_l0_bytes() const { return l1_to_l0_; }
-  double matrix_macs() const { return macs_; }
-
-  int64_t bytes(int t) const { return plan::tensor_bytes(g_, t, d_); }
-
-  int load(int core, int t, std::vector<int> deps) {
-    return transfer(core, e_.load, static_cast<double>(bytes(t)), d_.sim.global_read_bytes_per_cycle, true,
-                    d_.sim.transfer_setup_cycles, std::move(deps), "load " + g_.tensors[t].name);
-  }
-  int store(int core, int t, std::vector<int> deps) {
-    return transfer(core, e_.store, static_cast<double>(bytes(t)), d_.sim.global_write_bytes_per_cycle, true,
-                    d_.sim.transfer_setup_cycles, std::move(deps), "store " + g_.tensors[t].name);
+  explicit Emitter(const plan::Device& d) : d_(d), e_(engines_of(d)) {
+    for (const plan::Memory& m : d.memories) {
+      if (m.on_chip) memories.push_back(m.name);
+    }
   }
 
-  // One launch per core: waits for `after` (the previous launch's queue tails) plus the overhead.
-  std::vector<int> launch(int cores, const std::vector<int>& after) {
+  const plan::Device& device() const { return d_; }
+  const Engines& engines() const { return e_; }
+  int next_id() const { return static_cast<int>(prog.tasks().size()); }
+
+  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+    Task t;
+    t.core = core;
+    t.engine = engine;
+    t.cycles = cycles;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    return prog.add(std::move(t));
+  }
+
+  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
+  int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
+               std::vector<int> deps, std::string label) {
+    Task t;
+    t.core = core;
+    t.engine = engine;
+    t.cycles = setup;
+    t.bytes = b;
+    t.path_bytes_per_cycle = rate;
+    t.global = global;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    return prog.add(std::move(t));
+  }
+
+  int load(int core, double b, std::vector<int> deps, std::string label) {
+    return transfer(core, e_.load, b, d_.sim.global_read_bytes_per_cycle, true, d_.sim.transfer_setup_cycles,
+                    std::move(deps), "load " + label);
+  }
+  int store(int core, double b, std::vector<int> deps, std::string label) {
+    return transfer(core, e_.store, b, d_.sim.global_write_bytes_per_cycle, true, d_.sim.transfer_setup_cycles,
+                    std::move(deps), "store " + label);
+  }
+
+  // A synchronisation point on every core: waits for `after`, then costs `us` (a launch or a barrier).
+  std::vector<int> sync(int cores, const std::vector<int>& after, double us, const std::string& label) {
     std::vector<int> ids;
-    const double cycles = d_.sim.launch_overhead_us * 1e3 * d_.clock_ghz;
-    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.launch, cycles, after, "launch"));
+    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.control, us * 1e3 * d_.clock_ghz, after, label));
+    return ids;
+  }
+  std::vector<int> launch(int cores, const std::vector<int>& after) {
+    ++launches;
+    return sync(cores, after, d_.sim.launch_overhead_us, "launch");
+  }
+
+  // Tail task ids of every queue so far (what a following launch waits for).
+  std::vector<int> tails() const {
+    std::map<std::pair<int, std::string>, int> last;
+    for (int i = 0; i < next_id(); ++i) last[{prog.tasks()[i].core, prog.tasks()[i].engine}] = i;
+    std::vector<int> ids;
+    for (const auto& [k, id] : last) ids.push_back(id);
     return ids;
   }
 
-  // The ops of kernel `kernel` (-1: all) of one chunk on `core`. `have` maps tensor -> producing task for
-  // tensors already available on this core (inputs loaded, the incoming state); tensors the ops read and
-  // `have` lacks are loaded from global memory. Produced tensors are added to `have`; those a later
-  // kernel reads are stored. Every task depends on `gate` (the core's launch).
-  void chunk(int core, int kernel, std::map<int, int>& have, int gate) {
+  int memory_index(const std::string& name) const {
+    return static_cast<int>(std::find(memories.begin(), memories.end(), name) - memories.begin());
+  }
+
+  Program prog;
+  std::vector<std::string> memories;  // on-chip memories
+  std::vector<Occupancy> occupancy;
+  double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, spill = 0;
+  int64_t launches = 0;
+
+ private:
+  const plan::Device& d_;
+  Engines e_;
+};
+
+using KernelMask = unsigned;  // bit k: kernel k runs in this piece of work
+constexpr KernelMask kAllKernels = ~0u;
+
+// One plan's chunk on the device: emits the tasks of one chunk of one head (or head slice) on a core.
+class ChunkLowering {
+ public:
+  ChunkLowering(const plan::Plan& pl, const plan::Device& d, SpillPlan spills)
+      : pl_(pl), g_(pl.graph), d_(d), cm_(d), spills_(std::move(spills)) {
+    for (int t = 0; t < static_cast<int>(g_.tensors.size()); ++t) {
+      if (g_.tensors[t].role == plan::Role::kOutput) out_t_ = t;
+    }
+  }
+
+  const plan::Graph& graph() const { return g_; }
+  int64_t bytes(int t) const { return plan::tensor_bytes(g_, t, d_); }
+  const SpillPlan& spills() const { return spills_; }
+
+  // The ops of the kernels in `mask` of one chunk on `core`. `have` maps tensor -> the task that made it
+  // available on this core (the incoming state, -1 when it is zero); tensors the ops read and `have`
+  // lacks are loaded from global memory. Produced tensors are added to `have`; the output, and with
+  // `store_handoffs` those a kernel outside `mask` reads, are stored. Every task depends on `gate`.
+  void chunk(Emitter& em, int core, KernelMask mask, std::map<int, int>& have, int gate,
+             bool store_handoffs = true) const {
+    const Engines& e = em.engines();
+    const int n = static_cast<int>(g_.ops.size());
+    auto in_mask = [&](int kernel) { return (mask >> kernel) & 1u; };
+    auto gated = [&](std::vector<int> deps) {
+      if (gate >= 0) deps.push_back(gate);
+      return deps;
+    };
     auto dep = [&](int t) -> int {
       auto it = have.find(t);
       if (it != have.end()) return it->second;
-      const int id = load(core, t, gate >= 0 ? std::vector<int>{gate} : std::vector<int>{});
-      have[t] = id;
-      return id;
+      return have[t] = em.load(core, static_cast<double>(bytes(t)), gated({}), g_.tensors[t].name);
     };
-    for (int i = 0; i < static_cast<int>(g_.ops.size()); ++i) {
+    // Spill moves: stores after step s, reloads before step s (s = -1: chunk start, n: chunk end).
+    std::map<int, int> stored;  // tensor -> its spill store
+    auto spill_stores = [&](int step) {
+      for (const SpillMove& m : spills_.moves) {
+        if (m.after_step != step || !in_mask(m.kernel) || !m.store) continue;
+        const auto it = have.find(m.tensor);
+        if (it == have.end() || it->second < 0) continue;  // a zero state: nothing to keep
+        stored[m.tensor] = em.store(core, static_cast<double>(m.bytes), {it->second}, "spill " + g_.tensors[m.tensor].name);
+        em.spill += static_cast<double>(m.bytes);
+      }
+    };
+    auto spill_reloads = [&](int step) {
+      for (const SpillMove& m : spills_.moves) {
+        if (m.before_step != step || !in_mask(m.kernel)) continue;
+        std::vector<int> deps;
+        if (stored.count(m.tensor)) deps.push_back(stored[m.tensor]);
+        else if (have.count(m.tensor) && have[m.tensor] >= 0) deps.push_back(have[m.tensor]);
+        have[m.tensor] = em.load(core, static_cast<double>(m.bytes), gated(deps), "reload " + g_.tensors[m.tensor].name);
+        em.spill += static_cast<double>(m.bytes);
+      }
+    };
+    std::vector<std::pair<int, int>> range(n, {-1, -1});  // task ids emitted for each step
+    spill_stores(-1);
+    for (int i = 0; i < n; ++i) {
       const plan::OpNode& o = g_.ops[i];
-      if (kernel >= 0 && o.kernel != kernel) continue;
-      std::vector<int> deps;
-      if (gate >= 0) deps.push_back(gate);
+      if (!in_mask(o.kernel)) continue;
+      const int begin = em.next_id();
+      spill_reloads(i);
+      std::vector<int> deps = gated({});
       double in_bytes = 0;
       for (int t : o.inputs) {
         const int p = dep(t);
@@ -77,96 +197,204 @@ class Lowering {
       }
       for (const plan::Transform& tr : pl_.layouts.transforms) {
         if (tr.before_op != i) continue;
-        deps.push_back(compute(core, e_.vector, tr.cost, deps, "transform " + g_.tensors[tr.tensor].name));
+        deps.push_back(em.compute(core, e.vector, tr.cost, deps, "transform " + g_.tensors[tr.tensor].name));
       }
       const double cycles = cm_.op_cost(g_, i, pl_.layouts.op_layout[i]);
       int last;
       if (o.engine == plan::Engine::kMatrix) {
-        const int ld = transfer(core, e_.matrix_load, in_bytes, d_.sim.l1_to_l0_bytes_per_cycle, false, 0, deps,
-                                "operands " + o.name);
-        l1_to_l0_ += in_bytes;
-        macs_ += o.macs();
-        const int mm = compute(core, e_.matrix, cycles, {ld}, o.name);
-        last = transfer(core, e_.matrix_out, static_cast<double>(bytes(o.outputs[0])), d_.sim.l0c_to_ub_bytes_per_cycle,
-                        false, 0, {mm}, "result " + o.name);
+        const int ld = em.transfer(core, e.matrix_load, in_bytes, d_.sim.l1_to_l0_bytes_per_cycle, false, 0, deps,
+                                   "operands " + o.name);
+        em.l1_to_l0 += in_bytes;
+        em.macs += o.macs();
+        const int mm = em.compute(core, e.matrix, cycles, {ld}, o.name);
+        const double out_bytes = static_cast<double>(bytes(o.outputs[0]));
+        em.l0c_to_ub += out_bytes;
+        last = em.transfer(core, e.matrix_out, out_bytes, d_.sim.l0c_to_ub_bytes_per_cycle, false, 0, {mm},
+                           "result " + o.name);
       } else {
-        last = compute(core, e_.vector, cycles, deps, o.name);
+        last = em.compute(core, e.vector, cycles, deps, o.name);
       }
       for (int t : o.outputs) {
         have[t] = last;
-        if (kernel >= 0 && read_by_other_kernel(t, kernel)) store(core, t, {last});
+        if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
+          em.store(core, static_cast<double>(bytes(t)), {last}, g_.tensors[t].name);
+        }
       }
+      spill_stores(i);
+      range[i] = {begin, em.next_id() - 1};
     }
+    spill_reloads(n);
     for (const plan::Transform& tr : pl_.layouts.transforms) {
       if (tr.before_op < 0 && have.count(tr.tensor)) {
-        have[tr.tensor] = compute(core, e_.vector, tr.cost, {have[tr.tensor]}, "transform " + g_.tensors[tr.tensor].name);
+        have[tr.tensor] = em.compute(core, e.vector, tr.cost, {have[tr.tensor]}, "transform " + g_.tensors[tr.tensor].name);
       }
     }
-  }
-
-  // Tail task ids of every queue so far (what a following launch waits for).
-  std::vector<int> tails() const {
-    std::map<std::pair<int, std::string>, int> last;
-    for (int i = 0; i < static_cast<int>(prog_.tasks().size()); ++i) {
-      last[{prog_.tasks()[i].core, prog_.tasks()[i].engine}] = i;
+    // Occupancy: each presence from the first task of its first step to the last task of its last one.
+    for (const Presence& p : spills_.presence) {
+      if (!in_mask(p.kernel)) continue;
+      int first = -1, last = -1;
+      for (int s = std::max(0, p.from); s <= std::min(n - 1, p.to); ++s) {
+        if (range[s].first < 0) continue;
+        if (first < 0) first = range[s].first;
+        last = range[s].second;
+      }
+      if (first >= 0) em.occupancy.push_back({core, em.memory_index(p.memory), p.bytes, first, last});
     }
-    std::vector<int> ids;
-    for (const auto& [k, id] : last) ids.push_back(id);
-    return ids;
   }
 
-  const Engines& engines() const { return e_; }
+  // A head (or head slice) run through all its chunks on `core`, state carried on chip; the final state
+  // is stored.
+  void head(Emitter& em, int core, int64_t chunks, int gate) const {
+    int state = -1;  // the zero initial state: nothing to load
+    for (int64_t c = 0; c < chunks; ++c) {
+      std::map<int, int> have;
+      have[g_.state_in] = state;
+      chunk(em, core, kAllKernels, have, gate);
+      state = have[g_.state_out];
+    }
+    em.store(core, static_cast<double>(bytes(g_.state_out)), {state}, "final state");
+  }
 
  private:
-  bool read_by_other_kernel(int t, int kernel) const {
+  bool read_outside(int t, KernelMask mask) const {
     for (int c : g_.consumers(t)) {
-      if (g_.ops[c].kernel != kernel) return true;
+      if (!((mask >> g_.ops[c].kernel) & 1u)) return true;
     }
-    // S' becomes the next chunk's S: stored when another kernel reads S.
+    // S' becomes the next chunk's S: stored when a kernel outside the mask reads S.
     if (t == g_.state_out) {
       for (int c : g_.consumers(g_.state_in)) {
-        if (g_.ops[c].kernel != kernel) return true;
+        if (!((mask >> g_.ops[c].kernel) & 1u)) return true;
       }
     }
     return false;
-  }
-
-  static Task task(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
-    Task t;
-    t.core = core;
-    t.engine = engine;
-    t.cycles = cycles;
-    t.deps = std::move(deps);
-    t.label = std::move(label);
-    return t;
-  }
-
-  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
-    return prog_.add(task(core, engine, cycles, std::move(deps), std::move(label)));
-  }
-
-  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
-  int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
-               std::vector<int> deps, std::string label) {
-    Task t = task(core, engine, setup, std::move(deps), std::move(label));
-    t.bytes = b;
-    t.path_bytes_per_cycle = rate;
-    t.global = global;
-    return prog_.add(t);
   }
 
   const plan::Plan& pl_;
   const plan::Graph& g_;
   const plan::Device& d_;
   plan::DeviceCostModel cm_;
-  Engines e_;
-  Program prog_;
-  double l1_to_l0_ = 0, macs_ = 0;
+  SpillPlan spills_;
+  int out_t_ = -1;
 };
+
+Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out) {
+  SpillPlan sp;
+  HANPU_RETURN_IF_ERROR(plan_spills(pl.graph, d, &sp));
+  *out = std::make_unique<ChunkLowering>(pl, d, std::move(sp));
+  return Status::Ok();
+}
+
+int kernel_count(const plan::Graph& g) {
+  int k = 0;
+  for (const plan::OpNode& o : g.ops) k = std::max(k, o.kernel + 1);
+  return k;
+}
+
+// Whether kernel k carries the recurrence (writes S'): it then runs chunks in order per head. Other
+// kernels that read a chunk's S load it from global memory, where the recurrence stored it.
+bool stateful(const plan::Graph& g, int k) { return g.ops[g.producer(g.state_out)].kernel == k; }
+
+// native, fla, fla-megakernel: one launch (or barrier phase) per kernel of the graph.
+void lower_materialising(Emitter& em, const ChunkLowering& low, int cores, int64_t heads, int64_t chunks,
+                         bool megakernel) {
+  const plan::Graph& g = low.graph();
+  std::vector<int> gate = em.launch(cores, {});
+  for (int k = 0; k < kernel_count(g); ++k) {
+    if (k > 0) {
+      gate = megakernel ? em.sync(cores, em.tails(), em.device().sim.barrier_us, "barrier") : em.launch(cores, em.tails());
+    }
+    const KernelMask mask = 1u << k;
+    if (stateful(g, k)) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int core = static_cast<int>(h % cores);
+        int state = -1;
+        for (int64_t c = 0; c < chunks; ++c) {
+          std::map<int, int> have;
+          have[g.state_in] = state;
+          low.chunk(em, core, mask, have, gate[core]);
+          state = have[g.state_out];
+        }
+      }
+    } else {
+      for (int64_t u = 0; u < heads * chunks; ++u) {
+        const int core = static_cast<int>(u % cores);
+        std::map<int, int> have;
+        low.chunk(em, core, mask, have, gate[core]);
+      }
+    }
+  }
+}
+
+// FlashQLA's segment length rule, max(4, 2^round(log2(3 sqrt(heads * chunks / cores)))).
+int64_t segment_length(int64_t heads, int64_t chunks, int cores) {
+  const double x = 3.0 * std::sqrt(static_cast<double>(heads) * static_cast<double>(chunks) / cores);
+  return std::max<int64_t>(4, int64_t{1} << static_cast<int>(std::lround(std::log2(std::max(1.0, x)))));
+}
+
+// flashqla on FLA's kernel split (0: #1-#4, 1: #5, 2: #6).
+void lower_flashqla(Emitter& em, const ChunkLowering& low, int cores, const Workload& w, int64_t chunks) {
+  const plan::Graph& g = low.graph();
+  const int64_t lseg = w.segment_chunks > 0 ? w.segment_chunks : segment_length(w.heads, chunks, cores);
+  const int64_t segs = (chunks + lseg - 1) / lseg;
+  const int64_t warm = std::min(w.warmup_chunks, lseg);
+  const double state_bytes = static_cast<double>(low.bytes(g.state_out));
+  // 1. #1-#4 over (head, chunk).
+  std::vector<int> gate = em.launch(cores, {});
+  for (int64_t u = 0; u < w.heads * chunks; ++u) {
+    std::map<int, int> have;
+    low.chunk(em, static_cast<int>(u % cores), 1u << 0, have, gate[u % cores]);
+  }
+  // 2. Warm-ups over (head, segment >= 1): the recurrence from a zero state over the segment's last
+  //    `warm` chunks of the previous segment's range; the end state goes to global memory.
+  gate = em.launch(cores, em.tails());
+  for (int64_t u = 0; u < w.heads * (segs - 1); ++u) {
+    const int core = static_cast<int>(u % cores);
+    const int64_t seg = 1 + u % (segs - 1);
+    int state = -1;
+    for (int64_t c = seg * lseg - warm; c < seg * lseg; ++c) {
+      std::map<int, int> have;
+      have[g.state_in] = state;
+      low.chunk(em, core, 1u << 1, have, gate[core], false);
+      state = have[g.state_out];
+    }
+    em.store(core, state_bytes, {state}, "segment state");
+  }
+  // 3. Per head, serially over segments: each segment's initial state handed on (read, written).
+  gate = em.launch(cores, em.tails());
+  for (int64_t h = 0; h < w.heads; ++h) {
+    const int core = static_cast<int>(h % cores);
+    for (int64_t s = 1; s < segs; ++s) {
+      const int ld = em.load(core, state_bytes, {gate[core]}, "segment state");
+      em.store(core, state_bytes, {ld}, "initial state");
+    }
+  }
+  // 4. Over (head, segment): the recurrence from the segment's initial state and every chunk's output.
+  gate = em.launch(cores, em.tails());
+  for (int64_t u = 0; u < w.heads * segs; ++u) {
+    const int core = static_cast<int>(u % cores);
+    const int64_t seg = u % segs;
+    int state = seg == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
+    for (int64_t c = seg * lseg; c < std::min(chunks, (seg + 1) * lseg); ++c) {
+      std::map<int, int> have;
+      have[g.state_in] = state;
+      low.chunk(em, core, (1u << 1) | (1u << 2), have, gate[core]);
+      state = have[g.state_out];
+    }
+  }
+}
+
+plan::PlanOptions plan_options(const Workload& w, int64_t V) {
+  plan::PlanOptions po;
+  po.C = w.C;
+  po.K = w.K;
+  po.V = V;
+  return po;
+}
 
 }  // namespace
 
-std::string chrome_trace(const Program& p, const Schedule& s, const std::string& title) {
+std::string chrome_trace(const Program& p, const Schedule& s, const std::string& title,
+                         const std::vector<Counter>& counters) {
   nlohmann::json events = nlohmann::json::array();
   std::map<std::pair<int, std::string>, int> lane;  // (core, engine) -> thread id
   for (const Task& t : p.tasks()) lane.try_emplace({t.core, t.engine}, 0);
@@ -200,114 +428,152 @@ std::string chrome_trace(const Program& p, const Schedule& s, const std::string&
       ++flow;
     }
   }
+  for (const Counter& c : counters) {
+    for (const auto& [ns, b] : c.points) {
+      events.push_back({{"ph", "C"}, {"name", c.memory + " bytes"}, {"pid", c.core}, {"ts", ns / 1e3},
+                        {"args", {{c.memory, b}}}});
+    }
+  }
   return nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ns"}, {"otherData", {{"title", title}}}}).dump() +
          "\n";
-}
-
-const std::vector<std::string>& sim_ablation_steps() {
-  static const std::vector<std::string> s = {"fla", "+fusion", "+chunk-first", "+gemm-first", "+layout-plan"};
-  return s;
 }
 
 Status simulate_strategy(const std::string& name, const plan::Device& d, const Workload& w, SimRecord* out,
                          std::string* trace) {
   if (!d.has_sim) return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
+  const auto& strategies = sim_strategies();
   const auto& steps = sim_ablation_steps();
-  const bool known = std::find(sim_strategies().begin(), sim_strategies().end(), name) != sim_strategies().end() ||
-                     std::find(steps.begin(), steps.end(), name) != steps.end();
-  if (!known) {
-    return InvalidArgument("strategy '" + name + "' is not modelled (modelled: fla, hanpu, and the ablation steps "
-                           "+fusion, +chunk-first, +gemm-first, +layout-plan)");
+  if (std::find(strategies.begin(), strategies.end(), name) == strategies.end() &&
+      std::find(steps.begin(), steps.end(), name) == steps.end()) {
+    std::string known;
+    for (const auto& s : strategies) known += s + ", ";
+    for (const auto& s : steps) known += s + (&s == &steps.back() ? "" : ", ");
+    return InvalidArgument("strategy '" + name + "' is not modelled (modelled: " + known + ")");
   }
   if (w.heads < 1 || w.tokens < 1) return InvalidArgument("heads and tokens must be >= 1");
-  // The ablation adds hanpu's techniques to head-level fusion one at a time; +layout-plan is hanpu.
-  const std::string strategy = name == "fla" ? "fla" : "hanpu";
+  if (w.warmup_chunks < 1) return InvalidArgument("warmup_chunks must be >= 1");
+  const bool head_level = name == "hanpu" || name.front() == '+';
+  const int cores = d.cores;
+  const int64_t chunks = (w.tokens + w.C - 1) / w.C;
   plan::Plan pl;
-  plan::PlanOptions po;
-  po.C = w.C;
-  po.K = w.K;
-  po.V = w.V;
-  po.reorder = name != "+fusion";
-  po.gemm_first = name != "+fusion" && name != "+chunk-first";
-  po.layout_plan = name == "hanpu" || name == "+layout-plan";
-  HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, po, &pl));
-  if (strategy == "fla") {
-    // FLA's own order and launches (no planner passes, the fixed layouts).
+  plan::PlanOptions po = plan_options(w, w.V);
+  // The ablation adds hanpu's techniques one at a time; +layout-plan is hanpu.
+  const int rank = !head_level ? 0
+                   : name == "hanpu"
+                       ? static_cast<int>(steps.size()) - 1
+                       : static_cast<int>(std::find(steps.begin(), steps.end(), name) - steps.begin());
+  if (head_level) {
+    po.reorder = rank >= 3;
+    po.gemm_first = rank >= 4;
+    po.layout_plan = rank >= 5;
+    HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, po, &pl));
+  } else {
+    // The baselines keep FLA's order and the fixed layouts; their kernels split the chunk graph.
+    pl.kind = w.kind;
+    pl.opt = po;
     plan::GraphOptions go;
     go.chunk_first = go.gemm_first = false;
-    go.kernels = "fla";
+    go.kernels = name == "native" ? "native" : "fla";
     pl.graph = plan::build_chunk_graph(w.kind, w.C, w.K, w.V, go);
     pl.layouts = plan::fixed_layouts(pl.graph, plan::DeviceCostModel(d));
   }
-  const plan::Graph& g = pl.graph;
-  const int cores = d.cores;
-  const int64_t chunks = (w.tokens + w.C - 1) / w.C;
-  Lowering low(pl, d);
-  int out_t = -1;
-  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
-    if (g.tensors[t].role == plan::Role::kOutput) out_t = t;
-  }
-  if (strategy == "hanpu") {
-    const std::vector<int> gate = low.launch(cores, {});
-    for (int64_t h = 0; h < w.heads; ++h) {
-      const int core = static_cast<int>(h % cores);
-      int state = -1;  // the previous chunk's S' (a zero initial state for the first chunk: nothing to load)
-      for (int64_t c = 0; c < chunks; ++c) {
-        std::map<int, int> have;
-        have[g.state_in] = state;
-        low.chunk(core, -1, have, gate[core]);
-        state = have[g.state_out];
-        low.store(core, out_t, {have[out_t]});
+  std::unique_ptr<ChunkLowering> low;
+  HANPU_RETURN_IF_ERROR(make_lowering(pl, d, &low));
+  Emitter em(d);
+  int split = 1;
+  std::unique_ptr<ChunkLowering> slice_low;
+  if (head_level) {
+    const int64_t tail = w.heads % cores;
+    // Column slices per tail head: the count that minimises the tail's estimated time, waves of
+    // ceil(tail * s / cores) slices of cost(s) each; every slice keeps at least one block of columns.
+    plan::Plan slice_plan;
+    if (rank >= 2 && tail > 0) {
+      double best = static_cast<double>((tail + cores - 1) / cores) * pl.layouts.cost;
+      const int64_t max_split = std::min<int64_t>(cores, w.V / d.block_cols);
+      for (int64_t sp = 2; sp <= max_split; ++sp) {
+        plan::PlanOptions so = po;
+        so.V = (w.V + sp - 1) / sp;
+        plan::Plan p;
+        HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, so, &p));
+        const double t = static_cast<double>((tail * sp + cores - 1) / cores) * p.layouts.cost;
+        if (t < best) {
+          best = t;
+          split = static_cast<int>(sp);
+          slice_plan = std::move(p);
+        }
       }
+      if (split > 1) HANPU_RETURN_IF_ERROR(make_lowering(slice_plan, d, &slice_low));
     }
+    const std::vector<int> gate = em.launch(cores, {});
+    const int64_t whole = split > 1 ? w.heads - tail : w.heads;
+    for (int64_t h = 0; h < whole; ++h) low->head(em, static_cast<int>(h % cores), chunks, gate[h % cores]);
+    for (int64_t slot = 0; slot < (w.heads - whole) * split; ++slot) {
+      const int core = static_cast<int>(slot % cores);
+      slice_low->head(em, core, chunks, gate[core]);
+    }
+  } else if (name == "flashqla") {
+    lower_flashqla(em, *low, cores, w, chunks);
   } else {
-    std::vector<int> gate = low.launch(cores, {});
-    for (int kernel = 0; kernel < 3; ++kernel) {
-      if (kernel > 0) gate = low.launch(cores, low.tails());
-      if (kernel == 1) {
-        for (int64_t h = 0; h < w.heads; ++h) {
-          const int core = static_cast<int>(h % cores);
-          int state = -1;
-          for (int64_t c = 0; c < chunks; ++c) {
-            std::map<int, int> have;
-            have[g.state_in] = state;
-            low.chunk(core, kernel, have, gate[core]);
-            state = have[g.state_out];
-          }
-        }
-      } else {
-        for (int64_t u = 0; u < w.heads * chunks; ++u) {
-          const int core = static_cast<int>(u % cores);
-          std::map<int, int> have;
-          low.chunk(core, kernel, have, gate[core]);
-          if (kernel == 2) low.store(core, out_t, {have[out_t]});
-        }
-      }
-    }
+    lower_materialising(em, *low, cores, w.heads, chunks, name == "fla-megakernel");
   }
   Machine m;
   m.clock_ghz = d.clock_ghz;
   m.global_bytes_per_ns = d.sim.global_gbps;
   Schedule s;
-  HANPU_RETURN_IF_ERROR(simulate(low.program(), m, &s));
-  if (trace) *trace = chrome_trace(low.program(), s, d.name + " " + name);
+  HANPU_RETURN_IF_ERROR(simulate(em.prog, m, &s));
+  // Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end
+  // (frees before allocations at the same instant).
+  std::map<std::pair<int, int>, std::vector<std::pair<double, int64_t>>> deltas;
+  for (const Occupancy& o : em.occupancy) {
+    auto& v = deltas[{o.core, o.memory}];
+    v.emplace_back(s.start_ns[o.first_task], o.bytes);
+    v.emplace_back(s.end_ns[o.last_task], -o.bytes);
+  }
+  std::vector<Counter> counters;
   SimRecord r;
+  for (auto& [key, v] : deltas) {
+    std::sort(v.begin(), v.end());
+    Counter c{key.first, em.memories[key.second], {}};
+    int64_t level = 0;
+    for (const auto& [ns, b] : v) {
+      level += b;
+      if (!c.points.empty() && c.points.back().first == ns) c.points.back().second = level;
+      else c.points.emplace_back(ns, level);
+      r.sim_peak_bytes[c.memory] = std::max(r.sim_peak_bytes[c.memory], level);
+    }
+    counters.push_back(std::move(c));
+  }
+  if (trace) *trace = chrome_trace(em.prog, s, d.name + " " + name, counters);
+  r.device = d.name;
   r.strategy = name;
   r.kind = kind_name(w.kind);
   r.tokens = w.tokens;
   r.heads = w.heads;
   r.latency_us = s.makespan_ns / 1e3;
   r.gm_bytes = s.global_bytes;
-  r.l1_to_l0_bytes = low.l1_to_l0_bytes();
-  r.matrix_macs = low.matrix_macs();
-  r.tasks = static_cast<int64_t>(low.program().tasks().size());
+  r.spill_bytes = em.spill;
+  r.l1_to_l0_bytes = em.l1_to_l0;
+  r.matrix_macs = em.macs;
+  r.tasks = static_cast<int64_t>(em.prog.tasks().size());
+  r.launches = em.launches;
+  r.tail_split = split;
   const double core_ns = s.makespan_ns * cores;
   r.matrix_util = r.matrix_macs / (core_ns * d.clock_ghz * d.matrix_macs_per_cycle);
   std::map<std::string, double> busy;
   for (const auto& [key, ns] : s.busy_ns) busy[key.second] += ns;
-  for (const auto& [name, ns] : busy) r.engine_busy[name] = ns / core_ns;
-  r.peak_bytes = plan::analyse_lifetimes(g, d).peak_bytes;
-  r.vector_util = r.engine_busy.count(low.engines().vector) ? r.engine_busy[low.engines().vector] : 0;
+  for (const auto& [engine, ns] : busy) r.engine_busy[engine] = ns / core_ns;
+  r.peak_bytes = low->spills().peak_bytes;
+  if (slice_low) {
+    for (const auto& [mem, b] : slice_low->spills().peak_bytes) r.peak_bytes[mem] = std::max(r.peak_bytes[mem], b);
+  }
+  const std::string& vec = em.engines().vector;
+  r.vector_util = r.engine_busy.count(vec) ? r.engine_busy[vec] : 0;
+  // Energy: dynamic (MACs, vector cycles, global and on-chip bytes) plus static power over the latency.
+  const double vector_cycles = (busy.count(vec) ? busy[vec] : 0) * d.clock_ghz;
+  const double dynamic_pj = r.matrix_macs * d.sim.pj_per_mac + vector_cycles * d.sim.pj_per_vector_cycle +
+                            r.gm_bytes * d.sim.pj_per_global_byte +
+                            (em.l1_to_l0 + em.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
+  r.energy_uj = dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
   *out = std::move(r);
   return Status::Ok();
 }
