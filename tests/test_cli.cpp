@@ -237,8 +237,9 @@ TEST(Cli, SimPrintsATableAndWritesRecords) {
   std::ifstream jf(json_path);
   const auto j = nlohmann::json::parse(jf);
   EXPECT_EQ(j["device"], "ascend-310b");
-  ASSERT_EQ(j["records"].size(), 4u);  // 2 lengths x (fla, hanpu)
+  ASSERT_EQ(j["records"].size(), 10u);  // 2 lengths x 5 strategies
   for (const auto& r : j["records"]) {
+    EXPECT_TRUE(r["energy_uj"].is_number());
     for (const char* f : {"strategy", "kind", "tokens", "latency_us", "gm_bytes", "l1_to_l0_bytes", "peak_bytes",
                           "matrix_util", "vector_util", "engine_busy", "energy_uj", "matrix_macs"}) {
       EXPECT_TRUE(r.contains(f)) << f;
@@ -250,6 +251,19 @@ TEST(Cli, SimPrintsATableAndWritesRecords) {
   std::ifstream tf(temp("t.json"));
   EXPECT_TRUE(nlohmann::json::parse(tf).contains("traceEvents"));
   EXPECT_EQ(run_cli("sim --device hexagon-v75 --tokens 128,256 --trace " + temp("t.json"), &log), 2);
+  // A sweep over devices and head counts, with progress and a plot.
+  const std::string svg = temp("sim.svg");
+  ASSERT_EQ(run_cli("sim --device ascend-310b,hexagon-v75 --heads 2,4 --tokens 128,256 --strategies fla,hanpu --plot " +
+                        svg + " --json " + json_path, &log), 0) << log;
+  EXPECT_NE(log.find("[16/16] hexagon-v75 hanpu gdn heads=4 T=256"), std::string::npos) << log;
+  std::ifstream sj(json_path);
+  const auto sweep = nlohmann::json::parse(sj);
+  EXPECT_EQ(sweep["device"], nlohmann::json({"ascend-310b", "hexagon-v75"}));
+  EXPECT_EQ(sweep["records"].size(), 16u);
+  std::ifstream sf(svg);
+  const std::string svg_text((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(svg_text.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg_text.find("hanpu hexagon-v75 h4"), std::string::npos);
   ASSERT_EQ(run_cli("sim --device ascend-310p --ablation --heads 2 --tokens 128", &log), 0) << log;
   EXPECT_NE(log.find("+layout-plan"), std::string::npos) << log;
   EXPECT_EQ(run_cli("sim --device host --tokens 64", &log), 2);

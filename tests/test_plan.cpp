@@ -315,6 +315,12 @@ TEST(PlanDevice, MalformedDescriptionsNameTheField) {
   EXPECT_EQ(error_of([](nlohmann::json& j) { j.erase("vector"); }), "x.json: vector: missing");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["schema"] = "other/2"; }),
             "x.json: schema: expected \"hanpu-device/1\"");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["sim"]["energy"].erase("pj_per_mac"); }),
+            "x.json: sim.energy.pj_per_mac: missing");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["sim"]["barrier_us"]["value"] = -2; }),
+            "x.json: sim.barrier_us.value: expected >= 0");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["sim"]["l0c_to_ub_via_vector"]["value"] = 1; }),
+            "x.json: sim.l0c_to_ub_via_vector.value: expected true or false");
   Device d;
   EXPECT_NE(parse_device("{", "x.json", &d).message().find("not JSON"), std::string::npos);
   EXPECT_NE(load_device("no-such-device", &d).message().find("shipped: ascend-310b"), std::string::npos);

@@ -117,8 +117,11 @@ int run(const SimArgs& a) {
       }
     }
   }
-  std::printf("%s, K=%lld V=%lld (peaks: planned on-chip bytes per buffer after spills)\n", kind_name(w.kind),
-              static_cast<long long>(w.K), static_cast<long long>(w.V));
+  for (const plan::Device& d : devices) {
+    std::printf("device %s (%d cores at %.2f GHz)\n", d.name.c_str(), d.cores, d.clock_ghz);
+  }
+  std::printf("%s, K=%lld V=%lld; spl: column slices per tail head; peaks: planned on-chip bytes per buffer after "
+              "spills\n", kind_name(w.kind), static_cast<long long>(w.K), static_cast<long long>(w.V));
   std::printf("%-12s %-14s %5s %6s %11s %9s %8s %9s %11s %6s %6s %10s %3s  %s\n", "device", "strategy", "heads",
               "tokens", "latency_us", "GM_MB", "spill_MB", "L1->L0_MB", "matrix_MACs", "m_util", "v_util",
               "energy_uJ", "spl", "peak bytes");
