@@ -151,6 +151,15 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
       st = InvalidArgument("placement." + std::string(key) + ": '" + *dst + "' is not one of the memories");
     }
   }
+  // Optional: the buffers the matrix unit reads its left and right operands from (Ascend's L0A / L0B).
+  for (const auto& [key, dst] : {std::pair<const char*, std::string*>{"matrix_left", &d.matrix_left_mem},
+                                 {"matrix_right", &d.matrix_right_mem}}) {
+    if (!st.ok() || !pl.raw().contains(key)) continue;
+    *dst = pl.str(key);
+    if (st.ok() && !d.memory(*dst)) {
+      st = InvalidArgument("placement." + std::string(key) + ": '" + *dst + "' is not one of the memories");
+    }
+  }
   Reader mx = r.child("matrix");
   d.matrix_macs_per_cycle = mx.number("macs_per_cycle");
   d.matrix_requires_blocked = mx.flag("requires_blocked");

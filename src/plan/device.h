@@ -43,6 +43,7 @@ struct Device {
   std::vector<Memory> memories;
   // Which memory holds what (names from `memories`).
   std::string vector_mem, matrix_operand_mem, matrix_result_mem, state_mem, materialised_mem;
+  std::string matrix_left_mem, matrix_right_mem;  // optional: where the matrix unit reads its operands
   double matrix_macs_per_cycle = 1;
   bool matrix_requires_blocked = false;
   double matrix_dense_penalty = 1;      // cycles factor of a GEMM reading a transposed operand in place

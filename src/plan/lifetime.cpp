@@ -45,6 +45,13 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
     if (prod >= 0 && g.ops[prod].engine == Engine::kMatrix) {
       add(t, d.matrix_result_mem, g.ops[prod].kernel, prod, prod, {prod});
     }
+    // Operands pass through the matrix unit's left / right buffers at the step that reads them.
+    for (int c : cons) {
+      const OpNode& o = g.ops[c];
+      if (o.engine != Engine::kMatrix) continue;
+      const std::string& mem = o.inputs[0] == t ? d.matrix_left_mem : d.matrix_right_mem;
+      if (!mem.empty()) add(t, mem, o.kernel, c, c, {c});
+    }
     // On-chip residency per memory, within each kernel.
     std::map<std::pair<std::string, int>, std::vector<int>> span;  // (memory, kernel) -> steps
     for (int c : cons) {

@@ -6,7 +6,8 @@
 //   there: at its producer's step) to the last step that reads it from there. Graph inputs are loaded at
 //   their first use in each memory.
 // - a matrix op's result passes through the matrix-result memory at its producer's step only (moved out
-//   at once, as FixPipe / L0C->UB moves do).
+//   at once, as FixPipe / L0C->UB moves do); where the device names them, its left and right operands
+//   pass through the matrix unit's operand buffers (L0A / L0B) at that step only.
 // - the recurrent state lives in the state memory: S from the chunk start to its last read, S' from its
 //   production to the chunk end (and, like any tensor, S is also in the matrix-operand memory while
 //   matrix ops read it). When the state update is S's last reader (chunk-first order), S' is
