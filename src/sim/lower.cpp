@@ -52,32 +52,31 @@ class Emitter {
     }
   }
 
-  const plan::Device& device() const { return d_; }
-  const Engines& engines() const { return e_; }
-  int next_id() const { return static_cast<int>(prog.tasks().size()); }
-
-  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+  static Task task(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
     Task t;
     t.core = core;
     t.engine = engine;
     t.cycles = cycles;
     t.deps = std::move(deps);
     t.label = std::move(label);
-    return prog.add(std::move(t));
+    return t;
+  }
+
+  const plan::Device& device() const { return d_; }
+  const Engines& engines() const { return e_; }
+  int next_id() const { return static_cast<int>(prog.tasks().size()); }
+
+  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+    return prog.add(task(core, engine, cycles, std::move(deps), std::move(label)));
   }
 
   // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
   int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
                std::vector<int> deps, std::string label) {
-    Task t;
-    t.core = core;
-    t.engine = engine;
-    t.cycles = setup;
+    Task t = task(core, engine, setup, std::move(deps), std::move(label));
     t.bytes = b;
     t.path_bytes_per_cycle = rate;
     t.global = global;
-    t.deps = std::move(deps);
-    t.label = std::move(label);
     return prog.add(std::move(t));
   }
 
