@@ -270,6 +270,27 @@ TEST(Cli, SimPrintsATableAndWritesRecords) {
   EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
 }
 
+TEST(Cli, FuseRunsTheFourGroups) {
+  const std::string json_path = temp("fuse.json");
+  std::string log;
+  ASSERT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:256x256x256:f16,softmax:512x512:f32 --json " + json_path, &log),
+            0) << log;
+  EXPECT_NE(log.find("4 one entry, concurrent"), std::string::npos) << log;
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["records"].size(), 1u);
+  const auto& r = j["records"][0];
+  for (const char* f : {"e_effect", "a_effect", "gain_over_2", "ideal", "dma_us", "vector_us", "matrix_us"}) {
+    EXPECT_TRUE(r[f].is_number()) << f;
+  }
+  ASSERT_EQ(r["groups"].size(), 4u);
+  EXPECT_EQ(r["groups"][3]["completion_us"].size(), 2u);
+  EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:8x8,softmax:8x8", &log), 2);
+  EXPECT_NE(log.find("task 'gemm:8x8'"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("fuse --device host --pair gemm:8x8x8,softmax:8x8", &log), 2);
+  EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
+}
+
 TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   const std::string path = temp("host-calibrated.json");
   std::string log;

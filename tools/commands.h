@@ -15,5 +15,6 @@ Runner add_bench_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 Runner add_calibrate_command(CLI::App& app);
 Runner add_sim_command(CLI::App& app);
+Runner add_fuse_command(CLI::App& app);
 
 }  // namespace hanpu::cli

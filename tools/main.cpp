@@ -1,6 +1,6 @@
 // hanpu command-line tool: `hanpu run` (operators on safetensors files), `hanpu verify` (accuracy sweep),
 // `hanpu bench` (engine timings), `hanpu plan` (the offline planner), `hanpu calibrate` (host costs),
-// `hanpu sim` (the NPU model).
+// `hanpu sim` (the NPU model), `hanpu fuse` (horizontal fusion of independent tasks).
 #include <cstdio>
 #include <map>
 
@@ -22,8 +22,11 @@ int main(int argc, char** argv) {
   runners[plan] = hanpu::cli::add_plan_command(*plan);
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's kernels for the planner's host device");
   runners[calibrate] = hanpu::cli::add_calibrate_command(*calibrate);
-  CLI::App* simc = app.add_subcommand("sim", "Simulate strategies on an NPU model (work in progress)");
+  CLI::App* simc = app.add_subcommand("sim", "Simulate strategies on an NPU model");
   runners[simc] = hanpu::cli::add_sim_command(*simc);
+  CLI::App* fuse = app.add_subcommand("fuse", "The four-group horizontal-fusion experiment on an NPU model (work "
+                                              "in progress)");
+  runners[fuse] = hanpu::cli::add_fuse_command(*fuse);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

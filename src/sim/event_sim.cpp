@@ -70,9 +70,13 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
     // Start every queue head whose dependencies are done, in (core, engine) order: deterministic.
     for (auto& [key, q] : queues) {
       if (busy[key] || q.empty()) continue;
-      const int id = q.front();
-      if (pending_deps[id] > 0) continue;
-      q.pop_front();
+      auto it = q.begin();
+      if (m.issue_ready_first) {
+        while (it != q.end() && pending_deps[*it] > 0) ++it;
+      }
+      if (it == q.end() || pending_deps[*it] > 0) continue;
+      const int id = *it;
+      q.erase(it);
       busy[key] = true;
       s.start_ns[id] = now;
       const Task& t = ts[id];

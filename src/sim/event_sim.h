@@ -4,6 +4,7 @@
 // Semantics (deterministic: the same program gives the same schedule, bit for bit):
 // - every (core, engine) is an in-order queue: a task starts when it is at the head of its queue, its
 //   dependencies have finished, and the engine is idle (the way a pipe executes its instruction stream);
+//   with Machine::issue_ready_first, the first task of the queue whose dependencies have finished;
 // - a compute task occupies its engine for `cycles` / clock;
 // - a transfer task occupies its engine for `latency_cycles` / clock (descriptor set-up), then moves
 //   `bytes` at the lower of its path's rate and, if it touches global memory, its share of the chip's
@@ -35,6 +36,9 @@ struct Task {
 struct Machine {
   double clock_ghz = 1;
   double global_bytes_per_ns = 0;  // the chip's global-memory bandwidth (GB/s == bytes/ns); 0: unlimited
+  // false: every queue is in order (a pipe's instruction stream). true: an idle engine starts the
+  // lowest-id task of its queue whose dependencies are done (a runtime issuing ready stages).
+  bool issue_ready_first = false;
 };
 
 struct Schedule {

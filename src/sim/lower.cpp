@@ -22,17 +22,12 @@ const std::vector<std::string>& sim_ablation_steps() {
   return s;
 }
 
-namespace {
-
-// Queue names of a device's engines.
-struct Engines {
-  std::string load, store, matrix_load, matrix, matrix_out, vector, control;
-};
-
 Engines engines_of(const plan::Device& d) {
   if (d.name.rfind("hexagon", 0) == 0) return {"DMA", "DMA", "HMX-load", "HMX", "HMX-out", "HVX", "Scalar"};
   return {"MTE2", "MTE3", "MTE1", "Cube", d.sim.l0c_to_ub_via_vector ? "Vector" : "FixPipe", "Vector", "Scalar"};
 }
+
+namespace {
 
 // A tensor's presence in a buffer of one core between two tasks (alloc at the first's start, free at the
 // second's end).

@@ -59,6 +59,13 @@ struct SimRecord {
   int tail_split = 1;  // hanpu: column slices per tail head
 };
 
+// Queue names of a device's engines (Hexagon: DMA, HMX, HVX; Ascend: MTE2, MTE1, Cube, FixPipe, Vector,
+// MTE3), and the control lane that launches and barriers occupy.
+struct Engines {
+  std::string load, store, matrix_load, matrix, matrix_out, vector, control;
+};
+Engines engines_of(const plan::Device& d);
+
 // The strategies the model lowers, and the ablation steps.
 const std::vector<std::string>& sim_strategies();
 const std::vector<std::string>& sim_ablation_steps();

@@ -1,0 +1,56 @@
+// Tasks of the multi-engine runtime (DESIGN.md §6): a task is a DAG of stages, each on one engine class
+// (DMA, vector, matrix), built as a real tile pipeline for a device from a short text spec:
+//
+//   gemm:MxNxK[:dtype]       C[M,N] = A[M,K] B[K,N]: per output tile and K panel, DMA loads of the A and B
+//                            panels (double-buffered), vector preparation into the matrix unit's layout,
+//                            the matrix product (accumulating over panels), then a vector conversion of
+//                            the accumulator and a DMA store.
+//   softmax:RxC[:dtype]      per block of rows: DMA load, 4 vector passes (max, exp, sum, scale), DMA store
+//   rmsnorm:RxC[:dtype]      2 vector passes (sum of squares, scale)
+//   dequant:RxC[:dtype]      int8 -> dtype: load R*C bytes, 1 vector pass over the output, store
+//   transform:RxC[:dtype]    a layout transform: 1 vector pass
+//   eltwise:RxC[:dtype][:N]  a chain of N element-wise ops (default 2): N vector passes
+// dtype: f16 (default), bf16, f32. Vector passes cost the bytes they touch over the device's vector rate;
+// matrix products MACs over its matrix rate; DMA the device's set-up plus bytes over the path (sim/).
+// Tiles are the largest that fit the task's on-chip region (half the vector memory, so that two tasks
+// can be in flight), double-buffered.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hanpu/status.h"
+#include "plan/device.h"
+
+namespace hanpu::fuse {
+
+enum class EngineClass { kDma, kVector, kMatrix };
+const char* engine_class_name(EngineClass e);
+
+struct Stage {
+  std::string name;
+  EngineClass engine = EngineClass::kVector;
+  bool store = false;      // DMA: a write to global memory (else a read)
+  double cycles = 0;       // vector / matrix work in device cycles
+  double bytes = 0;        // DMA bytes
+  std::vector<int> deps;   // earlier stages of the same task
+};
+
+struct Task {
+  std::string spec;            // the text it was built from
+  std::vector<Stage> stages;   // in a valid issue order (dependencies first)
+  int64_t on_chip_bytes = 0;   // its region: double-buffered tiles
+  // Resource vector: the work per engine class (vector and matrix cycles, DMA bytes).
+  double vector_cycles = 0, matrix_cycles = 0, dma_bytes = 0;
+  double deadline_us = 0;      // 0: none
+};
+
+// Builds the task `spec` for device `d` with an on-chip region of at most `region_bytes`. Errors name the
+// bad part of the spec.
+Status build_task(const std::string& spec, const plan::Device& d, int64_t region_bytes, Task* out);
+
+// The capacity of the device's vector memory (UB, VTCM): what in-flight tasks' regions share.
+int64_t on_chip_capacity(const plan::Device& d);
+
+}  // namespace hanpu::fuse

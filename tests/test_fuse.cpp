@@ -1,0 +1,111 @@
+// The multi-engine runtime on the NPU model: the four groups on hand-computable tasks (the arithmetic is
+// in each test), the barrier switch, per-task completion, region refusal, task specs, determinism.
+#include <gtest/gtest.h>
+
+#include "fuse/runtime.h"
+
+namespace hanpu::fuse {
+namespace {
+
+// Round numbers: 1 GHz, 10 us per entry, transfers without set-up at 100 B/cycle, no shared-bandwidth cap.
+plan::Device round_device() {
+  plan::Device d;
+  EXPECT_TRUE(plan::load_device("hexagon-v75", &d).ok());
+  d.clock_ghz = 1;
+  d.sim.launch_overhead_us = 10;
+  d.sim.transfer_setup_cycles = 0;
+  d.sim.global_read_bytes_per_cycle = d.sim.global_write_bytes_per_cycle = 100;
+  d.sim.global_gbps = 0;
+  return d;
+}
+
+Task one_stage(EngineClass e, double cycles, int64_t region = 0) {
+  Task t;
+  t.spec = engine_class_name(e);
+  t.stages.push_back({"work", e, false, cycles, 0, {}});
+  t.on_chip_bytes = region;
+  return t;
+}
+
+GroupResult group(const std::vector<Task>& tasks, int g, const plan::Device& d) {
+  GroupResult r;
+  const Status st = run_group(tasks, d, g, &r);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return r;
+}
+
+// A: 10,000 matrix cycles = 10 us; B: 10,000 vector cycles = 10 us; entries 10 us each.
+//   1: entry 0-10, A 10-20, entry 20-30, B 30-40             -> 40 (A 20, B 40)
+//   2: entries 0-10 and 10-20 (queued), A 10-20, B 20-30     -> 30 (A 20, B 30)
+//   3: entry 0-10, A 10-20, B after A's end 20-30            -> 30
+//   4: entry 0-10, A and B together 10-20                    -> 20 (both 20)
+TEST(Fuse, FourGroupsOnHandComputableTasks) {
+  const plan::Device d = round_device();
+  const std::vector<Task> ab = {one_stage(EngineClass::kMatrix, 10000), one_stage(EngineClass::kVector, 10000)};
+  const double makespan[4] = {40, 30, 30, 20};
+  const std::vector<double> done[4] = {{20, 40}, {20, 30}, {20, 30}, {20, 20}};
+  for (int g = 1; g <= 4; ++g) {
+    const GroupResult r = group(ab, g, d);
+    EXPECT_DOUBLE_EQ(r.makespan_us, makespan[g - 1]) << g;
+    EXPECT_EQ(r.completion_us, done[g - 1]) << g;
+  }
+}
+
+// A short task paired with a long one completes at its own time in group 4: A 10 us, B 100 us.
+TEST(Fuse, EachTaskCompletesAtItsOwnLastStage) {
+  const GroupResult r = group({one_stage(EngineClass::kMatrix, 10000), one_stage(EngineClass::kVector, 100000)}, 4,
+                              round_device());
+  EXPECT_EQ(r.completion_us, (std::vector<double>{20, 110}));
+}
+
+// The barrier switch (3 vs 4) changes the order and nothing else: the same work, bytes and regions.
+TEST(Fuse, TheBarrierChangesOrderOnly) {
+  PairReport r;
+  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), &r).ok());
+  const GroupResult &barrier = r.groups[2], &free = r.groups[3];
+  EXPECT_EQ(barrier.engine_busy_us.size(), free.engine_busy_us.size());
+  for (const auto& [engine, us] : barrier.engine_busy_us) {
+    if (engine != "DMA") EXPECT_NEAR(free.engine_busy_us.at(engine), us, 1e-9 * us) << engine;  // compute
+  }
+  EXPECT_EQ(barrier.gm_bytes, free.gm_bytes);
+  EXPECT_LE(free.makespan_us, barrier.makespan_us);
+  EXPECT_EQ(barrier.peak_on_chip_bytes, r.tasks[0].on_chip_bytes + r.tasks[1].on_chip_bytes);
+  PairReport again;
+  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), &again).ok());
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(again.groups[g].makespan_us, r.groups[g].makespan_us);  // deterministic
+  EXPECT_GE(r.ideal, 1);
+  EXPECT_DOUBLE_EQ(r.a_effect, r.groups[2].makespan_us / r.groups[3].makespan_us);
+}
+
+// Each in-flight task needs its own region: two tasks of 5 MB do not share an 8 MB VTCM in one entry,
+// but run in separate entries.
+TEST(Fuse, AnOversubscribedPairIsRefused) {
+  const plan::Device d = round_device();
+  const int64_t mb5 = 5 << 20;
+  const std::vector<Task> big = {one_stage(EngineClass::kMatrix, 100, mb5), one_stage(EngineClass::kVector, 100, mb5)};
+  GroupResult r;
+  EXPECT_NE(run_group(big, d, 4, &r).message().find("refused"), std::string::npos);
+  EXPECT_NE(run_group(big, d, 3, &r).message().find("refused"), std::string::npos);
+  EXPECT_TRUE(run_group(big, d, 1, &r).ok());
+  EXPECT_EQ(r.peak_on_chip_bytes, mb5);  // one region at a time
+}
+
+// A GEMM's resource vector: MACs over the matrix rate; DMA bytes = A and B panels once per output tile
+// plus C; 64x64x64 in f16 fits one tile: 3 x 64 x 64 x 2 B.
+TEST(Fuse, TaskSpecsBuildTilePipelines) {
+  const plan::Device d = round_device();
+  Task t;
+  ASSERT_TRUE(build_task("gemm:64x64x64:f16", d, 1 << 20, &t).ok());
+  EXPECT_DOUBLE_EQ(t.matrix_cycles, 64.0 * 64 * 64 / d.matrix_macs_per_cycle);
+  EXPECT_DOUBLE_EQ(t.dma_bytes, 3.0 * 64 * 64 * 2);
+  ASSERT_TRUE(build_task("eltwise:100x256:f32:3", d, 1 << 20, &t).ok());
+  EXPECT_DOUBLE_EQ(t.vector_cycles, 3 * 100.0 * 256 * 4 / d.vector_bytes_per_cycle);
+  EXPECT_LE(t.on_chip_bytes, 1 << 20);
+  for (const char* bad : {"gemm:64x64", "conv:8x8", "softmax:8x0", "softmax:8x8:f8", "gemm", "eltwise:8x8:f16:0"}) {
+    EXPECT_NE(build_task(bad, d, 1 << 20, &t).message().find(std::string("task '") + bad), std::string::npos) << bad;
+  }
+  EXPECT_NE(build_task("softmax:8x100000:f32", d, 1 << 16, &t).message().find("does not fit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hanpu::fuse
