@@ -79,16 +79,9 @@ int run(const FuseArgs& a) {
                        {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
                        {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
   }
-  if (!a.trace_path.empty()) {
-    std::ofstream f(a.trace_path);
-    f << trace;
-    if (!f) return fail("cannot write '" + a.trace_path + "'");
-  }
-  if (!a.json_path.empty()) {
-    std::ofstream f(a.json_path);
-    f << nlohmann::json({{"device", d.name}, {"records", records}}).dump(2) << "\n";
-    if (!f) return fail("cannot write '" + a.json_path + "'");
-  }
+  if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
+  const std::string json = nlohmann::json({{"device", d.name}, {"records", records}}).dump(2) + "\n";
+  if (!a.json_path.empty() && !write_file(a.json_path, json)) return fail("cannot write '" + a.json_path + "'");
   return 0;
 }
 

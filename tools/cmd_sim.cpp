@@ -32,12 +32,6 @@ int fail(const std::string& msg) {
   return 2;
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  return static_cast<bool>(f);
-}
-
 std::string peaks_text(const std::map<std::string, int64_t>& peaks) {
   std::string s;
   for (const auto& [m, b] : peaks) s += m + " " + std::to_string(b) + "  ";

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <functional>
+#include <string>
 
 namespace hanpu::cli {
 
@@ -16,5 +18,12 @@ Runner add_plan_command(CLI::App& app);
 Runner add_calibrate_command(CLI::App& app);
 Runner add_sim_command(CLI::App& app);
 Runner add_fuse_command(CLI::App& app);
+
+// Writes `text` to `path`; false if the file cannot be written.
+inline bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
 
 }  // namespace hanpu::cli
