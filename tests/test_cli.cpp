@@ -287,8 +287,10 @@ TEST(Cli, FuseRunsTheFourGroups) {
   EXPECT_EQ(r["groups"][3]["completion_us"].size(), 2u);
   EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:8x8,softmax:8x8", &log), 2);
   EXPECT_NE(log.find("task 'gemm:8x8'"), std::string::npos) << log;
-  EXPECT_EQ(run_cli("fuse --device host --pair gemm:8x8x8,softmax:8x8", &log), 2);
-  EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("fuse --device ascend-310p --pair gemm:8x8x8,softmax:8x99999999:f32", &log), 2);
+  EXPECT_NE(log.find("does not fit"), std::string::npos) << log;
+  ASSERT_EQ(run_cli("fuse --device host --reps 1 --pair gemm:64x64x64,softmax:64x64", &log), 0) << log;
+  EXPECT_NE(log.find("host executor"), std::string::npos) << log;
 }
 
 TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {

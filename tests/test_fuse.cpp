@@ -2,6 +2,8 @@
 // in each test), the barrier switch, per-task completion, region refusal, task specs, determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fuse/runtime.h"
 
 namespace hanpu::fuse {
@@ -61,7 +63,7 @@ TEST(Fuse, EachTaskCompletesAtItsOwnLastStage) {
 // The barrier switch (3 vs 4) changes the order and nothing else: the same work, bytes and regions.
 TEST(Fuse, TheBarrierChangesOrderOnly) {
   PairReport r;
-  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), &r).ok());
+  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), Executor::kModel, &r).ok());
   const GroupResult &barrier = r.groups[2], &free = r.groups[3];
   EXPECT_EQ(barrier.engine_busy_us.size(), free.engine_busy_us.size());
   for (const auto& [engine, us] : barrier.engine_busy_us) {
@@ -71,7 +73,7 @@ TEST(Fuse, TheBarrierChangesOrderOnly) {
   EXPECT_LE(free.makespan_us, barrier.makespan_us);
   EXPECT_EQ(barrier.peak_on_chip_bytes, r.tasks[0].on_chip_bytes + r.tasks[1].on_chip_bytes);
   PairReport again;
-  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), &again).ok());
+  ASSERT_TRUE(run_pair("gemm:256x256x512:f16", "softmax:1024x1024:f16", round_device(), Executor::kModel, &again).ok());
   for (int g = 0; g < 4; ++g) EXPECT_EQ(again.groups[g].makespan_us, r.groups[g].makespan_us);  // deterministic
   EXPECT_GE(r.ideal, 1);
   EXPECT_DOUBLE_EQ(r.a_effect, r.groups[2].makespan_us / r.groups[3].makespan_us);
@@ -105,6 +107,77 @@ TEST(Fuse, TaskSpecsBuildTilePipelines) {
     EXPECT_NE(build_task(bad, d, 1 << 20, &t).message().find(std::string("task '") + bad), std::string::npos) << bad;
   }
   EXPECT_NE(build_task("softmax:8x100000:f32", d, 1 << 16, &t).message().find("does not fit"), std::string::npos);
+}
+
+Task host_task(const std::string& spec) {
+  plan::Device host;
+  EXPECT_TRUE(plan::load_device("host", &host).ok());
+  Task t;
+  const Status st = build_task(spec, host, 1 << 20, &t, true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return t;
+}
+
+// On the host executor every kind of task gives, paired with a GEMM under one entry (barrier off), the
+// same output bit for bit as run alone; and the outputs are the kernels' (a GEMM against a plain
+// triple loop, softmax rows summing to 1).
+TEST(FuseHost, PairedResultsEqualRunningAlone) {
+  const char* partners[] = {"softmax:96x80:f32", "rmsnorm:96x80", "dequant:96x80", "transform:40x72", "eltwise:96x80:f32:3"};
+  for (const char* spec : partners) {
+    const Task ga = host_task("gemm:70x50x300"), pa = host_task(spec);
+    GroupResult r;
+    ASSERT_TRUE(run_group_host({ga}, 1, 4 << 20, &r).ok());
+    ASSERT_TRUE(run_group_host({pa}, 1, 4 << 20, &r).ok());
+    const Task gb = host_task("gemm:70x50x300"), pb = host_task(spec);
+    ASSERT_TRUE(run_group_host({gb, pb}, 4, 4 << 20, &r).ok());
+    EXPECT_EQ(*ga.host_output, *gb.host_output) << spec;
+    EXPECT_EQ(*pa.host_output, *pb.host_output) << spec;
+    EXPECT_EQ(r.completion_us.size(), 2u);
+  }
+  // The GEMM's numbers: C = A B with A, B the task's inputs (the same generator, seeds 1 and 2).
+  const Task g = host_task("gemm:33x17x40");
+  GroupResult r;
+  ASSERT_TRUE(run_group_host({g}, 1, 4 << 20, &r).ok());
+  uint32_t seed = 1;
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  };
+  std::vector<float> A(33 * 40), B(40 * 17);
+  for (float& v : A) v = next();
+  seed = 2;
+  for (float& v : B) v = next();
+  for (int i = 0; i < 33; ++i) {
+    for (int j = 0; j < 17; ++j) {
+      double c = 0;
+      for (int k = 0; k < 40; ++k) c += static_cast<double>(A[i * 40 + k]) * B[k * 17 + j];
+      EXPECT_NEAR((*g.host_output)[i * 17 + j], c, 1e-4) << i << "," << j;
+    }
+  }
+  const Task sm = host_task("softmax:5x300:f32");
+  ASSERT_TRUE(run_group_host({sm}, 1, 4 << 20, &r).ok());
+  for (int row = 0; row < 5; ++row) {
+    double sum = 0;
+    for (int c = 0; c < 300; ++c) sum += (*sm.host_output)[row * 300 + c];
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+TEST(FuseHost, GroupsAndRefusal) {
+  const std::vector<Task> ts = {host_task("gemm:64x64x64"), host_task("eltwise:64x64")};
+  for (int g = 1; g <= 4; ++g) {
+    GroupResult r;
+    ASSERT_TRUE(run_group_host(ts, g, 4 << 20, &r).ok());
+    EXPECT_GT(r.makespan_us, 0);
+    EXPECT_LE(*std::max_element(r.completion_us.begin(), r.completion_us.end()), r.makespan_us + 1e-9);
+    if (g != 4) EXPECT_LT(r.completion_us[0], r.completion_us[1]);  // A before B unless concurrent
+    EXPECT_EQ(r.dma_stall_us, -1);
+  }
+  GroupResult r;
+  EXPECT_NE(run_group_host(ts, 4, ts[0].on_chip_bytes, &r).message().find("refused"), std::string::npos);
+  Task model_only;
+  ASSERT_TRUE(build_task("gemm:64x64x64", round_device(), 1 << 20, &model_only).ok());
+  EXPECT_NE(run_group_host({model_only}, 1, 4 << 20, &r).message().find("without host data"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// hanpu fuse --device NAME|FILE --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--json FILE] [--trace FILE]
-// The four-group experiment of the fusion notes on the NPU model (fuse/runtime.h).
+// hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
+//            [--trace FILE]
+// The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -16,6 +17,7 @@ namespace {
 struct FuseArgs {
   std::string device, sweep_path, json_path, trace_path;
   std::vector<std::string> pairs;
+  int reps = 5;
 };
 
 int fail(const std::string& msg) {
@@ -28,7 +30,8 @@ const char* const kGroups[4] = {"1 serial entries", "2 concurrent entries", "3 o
 
 nlohmann::json group_json(const fuse::GroupResult& g) {
   return {{"group", g.group}, {"makespan_us", g.makespan_us}, {"completion_us", g.completion_us},
-          {"engine_busy_us", g.engine_busy_us}, {"gm_bytes", g.gm_bytes}, {"dma_stall_us", g.dma_stall_us},
+          {"engine_busy_us", g.engine_busy_us}, {"gm_bytes", g.gm_bytes},
+          {"dma_stall_us", g.dma_stall_us < 0 ? nlohmann::json(nullptr) : nlohmann::json(g.dma_stall_us)},
           {"peak_on_chip_bytes", g.peak_on_chip_bytes}};
 }
 
@@ -36,9 +39,10 @@ int run(const FuseArgs& a) {
   plan::Device d;
   Status st = plan::load_device(a.device, &d);
   if (!st.ok()) return fail(st.ToString());
-  if (!d.has_sim) {
-    return fail("device '" + d.name + "' has no \"sim\" section; the host executor is not built yet (the NPU model "
-                "devices: ascend-310p, ascend-310p3, ascend-310b, hexagon-v75)");
+  // "host": this CPU, its engines pinned worker threads running the real kernels; else the NPU model.
+  const fuse::Executor ex = a.device == "host" ? fuse::Executor::kHost : fuse::Executor::kModel;
+  if (ex == fuse::Executor::kModel && !d.has_sim) {
+    return fail("device '" + d.name + "' has no \"sim\" section (the NPU model needs one; use host for this CPU)");
   }
   std::vector<std::string> pairs = a.pairs;
   if (!a.sweep_path.empty()) {
@@ -52,30 +56,32 @@ int run(const FuseArgs& a) {
   if (!a.trace_path.empty() && pairs.size() != 1) return fail("--trace records one pair");
   nlohmann::json records = nlohmann::json::array();
   std::string trace;
-  std::printf("device %s; times in us; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
-              d.name.c_str());
+  std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
+              d.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
+              ex == fuse::Executor::kHost ? (", median of " + std::to_string(a.reps) + " runs").c_str() : "");
   for (size_t i = 0; i < pairs.size(); ++i) {
     const size_t comma = pairs[i].find(',');
     if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");
     const std::string ta = pairs[i].substr(0, comma), tb = pairs[i].substr(comma + 1);
     std::fprintf(stderr, "[%zu/%zu] %s + %s\n", i + 1, pairs.size(), ta.c_str(), tb.c_str());
     fuse::PairReport r;
-    st = fuse::run_pair(ta, tb, d, &r, a.trace_path.empty() ? nullptr : &trace);
+    st = fuse::run_pair(ta, tb, d, ex, &r, a.trace_path.empty() ? nullptr : &trace, a.reps);
     if (!st.ok()) return fail(st.ToString());
     std::printf("\n%s + %s (D %.1f, V %.1f, M %.1f us alone)\n", ta.c_str(), tb.c_str(), r.dma_us, r.vector_us,
                 r.matrix_us);
     std::printf("  %-26s %11s %11s %11s %9s %9s %10s\n", "group", "makespan", "A done", "B done", "GM_MB",
                 "stall", "on-chip_B");
     for (const fuse::GroupResult& g : r.groups) {
-      std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9.1f %10lld\n", kGroups[g.group - 1], g.makespan_us,
-                  g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, g.dma_stall_us,
+      const std::string stall = g.dma_stall_us < 0 ? "-" : std::to_string(g.dma_stall_us).substr(0, 8);
+      std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", kGroups[g.group - 1], g.makespan_us,
+                  g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall.c_str(),
                   static_cast<long long>(g.peak_on_chip_bytes));
     }
     std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx\n", r.e_effect, r.a_effect, r.gain_over_2,
                 r.ideal);
     nlohmann::json groups = nlohmann::json::array();
     for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
-    records.push_back({{"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us}, {"vector_us", r.vector_us},
+    records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us}, {"vector_us", r.vector_us},
                        {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
                        {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
   }
@@ -89,9 +95,10 @@ int run(const FuseArgs& a) {
 
 Runner add_fuse_command(CLI::App& app) {
   auto a = std::make_shared<FuseArgs>();
-  app.add_option("--device", a->device, "An NPU model device: ascend-310p, ascend-310p3, ascend-310b, hexagon-v75, "
-                                        "or a JSON file")
+  app.add_option("--device", a->device, "host (this CPU, real kernels) or an NPU model device: ascend-310p, "
+                                        "ascend-310p3, ascend-310b, hexagon-v75, or a JSON file")
       ->required();
+  app.add_option("--reps", a->reps, "host: runs per group, the median kept (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--pair", a->pairs, "TASK_A,TASK_B, e.g. gemm:1024x1024x1024:f16,softmax:4096x4096:f32 "
                                      "(repeatable)");
   app.add_option("--sweep", a->sweep_path, "A file of pairs, one TASK_A,TASK_B per line (# comments)");

@@ -1,7 +1,11 @@
 #include "fuse/task.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <sstream>
+
+#include "kernels/simd.h"
 
 namespace hanpu::fuse {
 
@@ -39,34 +43,59 @@ class Builder {
  public:
   Builder(const plan::Device& d, Task* t) : d_(d), t_(t) {}
 
-  int dma(std::string name, double bytes, bool store, std::vector<int> deps) {
+  // Each stage takes its host closure (empty unless the task is built with host data).
+  using Run = std::function<void()>;
+  int dma(std::string name, double bytes, bool store, std::vector<int> deps, Run run) {
     t_->dma_bytes += bytes;
-    return add({std::move(name), EngineClass::kDma, store, 0, bytes, std::move(deps)});
+    return add({std::move(name), EngineClass::kDma, store, 0, bytes, std::move(deps)}, std::move(run));
   }
-  int vector(std::string name, double bytes_touched, std::vector<int> deps) {
+  int vector(std::string name, double bytes_touched, std::vector<int> deps, Run run) {
     const double c = bytes_touched / d_.vector_bytes_per_cycle;
     t_->vector_cycles += c;
-    return add({std::move(name), EngineClass::kVector, false, c, 0, std::move(deps)});
+    return add({std::move(name), EngineClass::kVector, false, c, 0, std::move(deps)}, std::move(run));
   }
-  int matrix(std::string name, double macs, std::vector<int> deps) {
+  int matrix(std::string name, double macs, std::vector<int> deps, Run run) {
     const double c = macs / d_.matrix_macs_per_cycle;
     t_->matrix_cycles += c;
-    return add({std::move(name), EngineClass::kMatrix, false, c, 0, std::move(deps)});
+    return add({std::move(name), EngineClass::kMatrix, false, c, 0, std::move(deps)}, std::move(run));
   }
 
  private:
-  int add(Stage s) {
+  int add(Stage s, Run run) {
     s.deps.erase(std::remove(s.deps.begin(), s.deps.end(), -1), s.deps.end());
     t_->stages.push_back(std::move(s));
+    if (run) t_->host_run.push_back(std::move(run));
     return static_cast<int>(t_->stages.size()) - 1;
   }
   const plan::Device& d_;
   Task* t_;
 };
 
+// Deterministic inputs in [-1, 1): a fixed linear congruential sequence.
+std::vector<float> inputs(int64_t n, uint32_t seed) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return x;
+}
+
+// Copies a rows x cols block between row-major matrices.
+void copy_block(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ldd, src + r * lds, static_cast<size_t>(cols) * sizeof(float));
+}
+
 // GEMM tiles: t x t output tiles, K panels of t; region = A and B panels double-buffered (4 t^2 e) plus
-// the fp32 accumulator (4 t^2).
-Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device& d, int64_t region, Task* t) {
+// the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, its transpose (the kernel's
+// layout) and the B panel; the accumulator and the output staging tile.
+struct GemmData {
+  std::vector<float> A, B, C;
+  std::vector<float> a[2], at[2], b[2], acc, out;
+};
+
+Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device& d, int64_t region, bool host,
+                  Task* t) {
   const int64_t M = dim[0], N = dim[1], K = dim[2];
   int64_t tile = 0;
   for (int64_t c : {256, 128, 64, 32, 16}) {
@@ -77,32 +106,110 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
   }
   if (tile == 0) return InvalidArgument("gemm: no tile fits an on-chip region of " + std::to_string(region) + " bytes");
   t->on_chip_bytes = static_cast<int64_t>(4.0 * static_cast<double>(tile * tile) * e) + 4 * tile * tile;
+  std::shared_ptr<GemmData> g;
+  if (host) {
+    g = std::make_shared<GemmData>();
+    g->A = inputs(M * K, 1);
+    g->B = inputs(K * N, 2);
+    g->C.assign(static_cast<size_t>(M * N), 0.0f);
+    for (int s = 0; s < 2; ++s) {
+      g->a[s].resize(static_cast<size_t>(tile * tile));
+      g->at[s].resize(static_cast<size_t>(tile * tile));
+      g->b[s].resize(static_cast<size_t>(tile * tile));
+    }
+    g->acc.resize(static_cast<size_t>(tile * tile));
+    g->out.resize(static_cast<size_t>(tile * tile));
+    t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->C);
+  }
+  auto run = [&](auto fn) { return host ? Builder::Run(fn) : Builder::Run(); };
   Builder b(d, t);
   std::vector<int> ring = {-1, -1};  // the matrix stage that last read each panel buffer
   int64_t panel = 0;
   for (int64_t i = 0; i < M; i += tile) {
     for (int64_t j = 0; j < N; j += tile) {
-      const double tm = static_cast<double>(std::min(tile, M - i)), tn = static_cast<double>(std::min(tile, N - j));
+      const int64_t tm = std::min(tile, M - i), tn = std::min(tile, N - j);
       int acc = -1;
       for (int64_t k = 0; k < K; k += tile, ++panel) {
-        const double tk = static_cast<double>(std::min(tile, K - k));
-        const int slot = static_cast<int>(panel % 2);
-        const int la = b.dma("load A", tm * tk * e, false, {ring[slot]});
-        const int lb = b.dma("load B", tk * tn * e, false, {ring[slot]});
-        const int prep = b.vector("prepare", (tm + tn) * tk * e, {la, lb});
-        acc = b.matrix("multiply", tm * tn * tk, {prep, acc});
-        ring[slot] = acc;
+        const int64_t tk = std::min(tile, K - k);
+        const int s = static_cast<int>(panel % 2);
+        const double dm = static_cast<double>(tm), dn = static_cast<double>(tn), dk = static_cast<double>(tk);
+        const int la = b.dma("load A", dm * dk * e, false, {ring[s]},
+                             run([=] { copy_block(tm, tk, g->A.data() + i * K + k, K, g->a[s].data(), tk); }));
+        const int lb = b.dma("load B", dk * dn * e, false, {ring[s]},
+                             run([=] { copy_block(tk, tn, g->B.data() + k * N + j, N, g->b[s].data(), tn); }));
+        const int prep = b.vector("prepare", (dm + dn) * dk * e, {la, lb}, run([=] {
+          for (int64_t r = 0; r < tm; ++r) {
+            for (int64_t c = 0; c < tk; ++c) g->at[s][c * tm + r] = g->a[s][r * tk + c];
+          }
+        }));
+        acc = b.matrix("multiply", dm * dn * dk, {prep, acc}, run([=] {
+          simd::gemm_tn(tm, tn, tk, g->at[s].data(), tm, g->b[s].data(), tn, k > 0, g->acc.data(), tn);
+        }));
+        ring[s] = acc;
       }
-      const int out = b.vector("convert", tm * tn * 4, {acc});
-      b.dma("store C", tm * tn * e, true, {out});
+      const int out = b.vector("convert", static_cast<double>(tm * tn) * 4, {acc},
+                               run([=] { copy_block(tm, tn, g->acc.data(), tn, g->out.data(), tn); }));
+      b.dma("store C", static_cast<double>(tm * tn) * e, true, {out},
+            run([=] { copy_block(tm, tn, g->out.data(), tn, g->C.data() + i * N + j, N); }));
     }
   }
   return Status::Ok();
 }
 
-// Row-block vector tasks: blocks of rb rows, input and output double-buffered (4 rb C e).
+// Row-block vector tasks: blocks of rb rows, input and output double-buffered (2 rb C (in_e + e)).
+// Host buffers: per slot the block in fp32 (dequant: its int8 input too) and per-row scratch; the
+// transform writes its blocked layout to a second buffer.
+struct RowData {
+  std::vector<float> in, out;
+  std::vector<int8_t> in8;
+  std::vector<float> x[2], y[2], row[2];
+  std::vector<int8_t> x8[2];
+};
+
+// One vector pass of `kind` over a block of `rows` x C on the host.
+void host_pass(const std::string& kind, int pass, int64_t rows, int64_t C, float* x, float* y, float* row,
+               const int8_t* x8) {
+  const int64_t n = rows * C;
+  if (kind == "softmax") {
+    if (pass == 0) {
+      for (int64_t r = 0; r < rows; ++r) row[r] = *std::max_element(x + r * C, x + (r + 1) * C);
+    } else if (pass == 1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < C; ++c) x[r * C + c] -= row[r];
+      }
+      simd::exp_f32(n, x, x);
+    } else if (pass == 2) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t c = 0; c < C; ++c) sum += x[r * C + c];
+        row[r] = static_cast<float>(1.0 / sum);
+      }
+    } else {
+      simd::scale_rows(rows, C, x, C, row, 1, nullptr, x, C);
+    }
+  } else if (kind == "rmsnorm") {
+    if (pass == 0) {
+      for (int64_t r = 0; r < rows; ++r) {
+        row[r] = static_cast<float>(1.0 / std::sqrt(simd::sum_squares(C, x + r * C) / static_cast<double>(C) + 1e-6));
+      }
+    } else {
+      simd::scale_rows(rows, C, x, C, row, 1, nullptr, x, C);
+    }
+  } else if (kind == "dequant") {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x8[i]) * (1.0f / 64);
+  } else if (kind == "transform") {
+    // Row-major rows x C to 16 x 16 blocks, block-columns outermost (ND -> NZ).
+    const int64_t rb = (rows + 15) / 16 * 16;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < C; ++c) y[(c / 16) * rb * 16 + r * 16 + c % 16] = x[r * C + c];
+    }
+  } else {  // eltwise: one fused multiply-add per element and pass
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * 0.999f + 0.001f;
+  }
+}
+
 Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, double e, double in_e, int passes,
-                  const plan::Device& d, int64_t region, Task* t) {
+                  const plan::Device& d, int64_t region, bool host, Task* t) {
   const int64_t R = dim[0], C = dim[1];
   const double row_bytes = static_cast<double>(C) * (2 * in_e + 2 * e);
   if (row_bytes > static_cast<double>(region)) {
@@ -112,21 +219,59 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   int64_t rb = 1;
   while (rb * 2 <= R && static_cast<double>(rb * 2) * row_bytes <= static_cast<double>(region)) rb *= 2;
   t->on_chip_bytes = static_cast<int64_t>(static_cast<double>(rb) * row_bytes);
+  const bool dequant = kind == "dequant", transform = kind == "transform";
+  std::shared_ptr<RowData> g;
+  if (host) {
+    g = std::make_shared<RowData>();
+    if (dequant) {
+      const std::vector<float> v = inputs(R * C, 3);
+      g->in8.resize(v.size());
+      for (size_t i = 0; i < v.size(); ++i) g->in8[i] = static_cast<int8_t>(std::lround(v[i] * 127));
+    } else {
+      g->in = inputs(R * C, 3);
+    }
+    const int64_t padded = (rb + 15) / 16 * 16;
+    g->out.assign(static_cast<size_t>(transform ? (R + rb - 1) / rb * padded * ((C + 15) / 16 * 16) : R * C), 0.0f);
+    for (int s = 0; s < 2; ++s) {
+      g->x[s].resize(static_cast<size_t>(rb * C));
+      g->row[s].resize(static_cast<size_t>(rb));
+      if (transform) g->y[s].assign(static_cast<size_t>(padded * ((C + 15) / 16 * 16)), 0.0f);
+      if (dequant) g->x8[s].resize(static_cast<size_t>(rb * C));
+    }
+    t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->out);
+  }
+  auto run = [&](auto fn) { return host ? Builder::Run(fn) : Builder::Run(); };
   Builder b(d, t);
   std::vector<int> ring = {-1, -1};  // the store that last freed each buffer
   for (int64_t r = 0, blk = 0; r < R; r += rb, ++blk) {
-    const double rows = static_cast<double>(std::min(rb, R - r));
-    const int slot = static_cast<int>(blk % 2);
-    int s = b.dma("load", rows * static_cast<double>(C) * in_e, false, {ring[slot]});
-    for (int p = 0; p < passes; ++p) s = b.vector(kind + " pass", rows * static_cast<double>(C) * e, {s});
-    ring[slot] = b.dma("store", rows * static_cast<double>(C) * e, true, {s});
+    const int64_t rows = std::min(rb, R - r);
+    const int sl = static_cast<int>(blk % 2);
+    const double n = static_cast<double>(rows * C);
+    int s = b.dma("load", n * in_e, false, {ring[sl]}, run([=] {
+      if (dequant) std::memcpy(g->x8[sl].data(), g->in8.data() + r * C, static_cast<size_t>(rows * C));
+      else std::memcpy(g->x[sl].data(), g->in.data() + r * C, static_cast<size_t>(rows * C) * sizeof(float));
+    }));
+    for (int p = 0; p < passes; ++p) {
+      s = b.vector(kind + " pass", n * e, {s}, run([=] {
+        host_pass(kind, p, rows, C, g->x[sl].data(), transform ? g->y[sl].data() : nullptr, g->row[sl].data(),
+                  dequant ? g->x8[sl].data() : nullptr);
+      }));
+    }
+    ring[sl] = b.dma("store", n * e, true, {s}, run([=] {
+      if (transform) {
+        std::memcpy(g->out.data() + blk * static_cast<int64_t>(g->y[sl].size()), g->y[sl].data(),
+                    g->y[sl].size() * sizeof(float));
+      } else {
+        std::memcpy(g->out.data() + r * C, g->x[sl].data(), static_cast<size_t>(rows * C) * sizeof(float));
+      }
+    }));
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status build_task(const std::string& spec, const plan::Device& d, int64_t region, Task* out) {
+Status build_task(const std::string& spec, const plan::Device& d, int64_t region, Task* out, bool host_data) {
   const std::vector<std::string> parts = split(spec, ':');
   auto bad = [&](const std::string& why) {
     return InvalidArgument("task '" + spec + "': " + why +
@@ -141,12 +286,13 @@ Status build_task(const std::string& spec, const plan::Device& d, int64_t region
     if (parts[2] == "f32") e = 4;
     else if (parts[2] != "f16" && parts[2] != "bf16") return bad("dtype '" + parts[2] + "' is not f16, bf16 or f32");
   }
+  if (host_data) e = 4;  // the host computes in fp32
   Task t;
   t.spec = spec;
   Status st;
   if (kind == "gemm") {
     if (dims.size() != 3 || parts.size() > 3) return bad("gemm takes MxNxK[:dtype]");
-    st = build_gemm(dims, e, d, region, &t);
+    st = build_gemm(dims, e, d, region, host_data, &t);
   } else {
     static const std::vector<std::pair<std::string, int>> kPasses = {
         {"softmax", 4}, {"rmsnorm", 2}, {"dequant", 1}, {"transform", 1}, {"eltwise", 2}};
@@ -161,7 +307,7 @@ Status build_task(const std::string& spec, const plan::Device& d, int64_t region
     } else if (parts.size() > 3) {
       return bad("too many fields");
     }
-    st = build_rows(kind, dims, e, kind == "dequant" ? 1.0 : e, passes, d, region, &t);
+    st = build_rows(kind, dims, e, kind == "dequant" ? 1.0 : e, passes, d, region, host_data, &t);
   }
   if (!st.ok()) return bad(st.message());
   *out = std::move(t);

@@ -10,13 +10,17 @@
 //   dequant:RxC[:dtype]      int8 -> dtype: load R*C bytes, 1 vector pass over the output, store
 //   transform:RxC[:dtype]    a layout transform: 1 vector pass
 //   eltwise:RxC[:dtype][:N]  a chain of N element-wise ops (default 2): N vector passes
-// dtype: f16 (default), bf16, f32. Vector passes cost the bytes they touch over the device's vector rate;
+// dtype: f16 (default), bf16, f32. On the host the stages run the real kernels: copies for DMA, a
+// transpose into the GEMM kernel's layout for "prepare", simd::gemm_tn for the product, and the vector
+// passes themselves (transform: row-major to 16 x 16 blocks). Vector passes cost the bytes they touch over the device's vector rate;
 // matrix products MACs over its matrix rate; DMA the device's set-up plus bytes over the path (sim/).
 // Tiles are the largest that fit the task's on-chip region (half the vector memory, so that two tasks
 // can be in flight), double-buffered.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,11 +48,17 @@ struct Task {
   // Resource vector: the work per engine class (vector and matrix cycles, DMA bytes).
   double vector_cycles = 0, matrix_cycles = 0, dma_bytes = 0;
   double deadline_us = 0;      // 0: none
+  // Host execution (built with `host_data`): one closure per stage running the real kernel on the
+  // task's own buffers (its inputs in "global" memory, its region's tiles), and the task's output.
+  std::vector<std::function<void()>> host_run;
+  std::shared_ptr<const std::vector<float>> host_output;
 };
 
 // Builds the task `spec` for device `d` with an on-chip region of at most `region_bytes`. Errors name the
-// bad part of the spec.
-Status build_task(const std::string& spec, const plan::Device& d, int64_t region_bytes, Task* out);
+// bad part of the spec. With `host_data`, the task also gets deterministic inputs and its stages' host
+// closures; the host computes in fp32 whatever the dtype (its tiles are sized for 4-byte elements).
+Status build_task(const std::string& spec, const plan::Device& d, int64_t region_bytes, Task* out,
+                  bool host_data = false);
 
 // The capacity of the device's vector memory (UB, VTCM): what in-flight tasks' regions share.
 int64_t on_chip_capacity(const plan::Device& d);
