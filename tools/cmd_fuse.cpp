@@ -1,5 +1,6 @@
 // hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
 //            [--trace FILE]
+// hanpu fuse --device NAME|FILE --stream FILE [--cap-us 500] [--json FILE]
 // The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
 #include <cstdio>
 #include <fstream>
@@ -9,20 +10,51 @@
 
 #include "commands.h"
 #include "fuse/runtime.h"
+#include "fuse/stream.h"
 
 namespace hanpu::cli {
 
 namespace {
 
 struct FuseArgs {
-  std::string device, sweep_path, json_path, trace_path;
+  std::string device, sweep_path, json_path, trace_path, stream_path;
   std::vector<std::string> pairs;
   int reps = 5;
+  double cap_us = 500;
 };
+
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "hanpu fuse: %s\n", msg.c_str());
   return 2;
+}
+
+// Pairing under deadlines: every policy on the stream, a table and JSON records.
+int run_stream(const FuseArgs& a, const plan::Device& d) {
+  std::ifstream f(a.stream_path);
+  if (!f) return fail("cannot read --stream file '" + a.stream_path + "'");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<fuse::StreamTask> stream;
+  Status st = fuse::parse_stream(text, &stream);
+  if (!st.ok()) return fail(a.stream_path + ": " + st.message());
+  std::printf("device %s (NPU model), %zu tasks, cap %.0f us\n", d.name.c_str(), stream.size(), a.cap_us);
+  std::printf("%-10s %12s %14s %22s %14s %8s %6s\n", "policy", "makespan_us", "throughput/s", "avg_norm_turnaround",
+              "deadline_miss", "entries", "pairs");
+  nlohmann::json records = nlohmann::json::array();
+  for (const std::string& p : fuse::stream_policies()) {
+    fuse::StreamResult r;
+    st = fuse::run_stream(stream, d, p, a.cap_us, &r);
+    if (!st.ok()) return fail(st.ToString());
+    std::printf("%-10s %12.1f %14.1f %22.3f %13.1f%% %8d %6d\n", p.c_str(), r.makespan_us, r.throughput_per_s,
+                r.avg_normalised_turnaround, 100 * r.deadline_miss_rate, r.entries, r.pairs);
+    records.push_back({{"policy", p}, {"makespan_us", r.makespan_us}, {"throughput_per_s", r.throughput_per_s},
+                       {"avg_normalised_turnaround", r.avg_normalised_turnaround},
+                       {"deadline_miss_rate", r.deadline_miss_rate}, {"entries", r.entries}, {"pairs", r.pairs},
+                       {"completion_us", r.completion_us}});
+  }
+  const std::string json = nlohmann::json({{"device", d.name}, {"cap_us", a.cap_us}, {"stream", records}}).dump(2) + "\n";
+  if (!a.json_path.empty() && !write_file(a.json_path, json)) return fail("cannot write '" + a.json_path + "'");
+  return 0;
 }
 
 const char* const kGroups[4] = {"1 serial entries", "2 concurrent entries", "3 one entry, barrier",
@@ -43,6 +75,10 @@ int run(const FuseArgs& a) {
   const fuse::Executor ex = a.device == "host" ? fuse::Executor::kHost : fuse::Executor::kModel;
   if (ex == fuse::Executor::kModel && !d.has_sim) {
     return fail("device '" + d.name + "' has no \"sim\" section (the NPU model needs one; use host for this CPU)");
+  }
+  if (!a.stream_path.empty()) {
+    if (ex == fuse::Executor::kHost) return fail("--stream runs on the NPU model: give a model device");
+    return run_stream(a, d);
   }
   std::vector<std::string> pairs = a.pairs;
   if (!a.sweep_path.empty()) {
@@ -99,6 +135,11 @@ Runner add_fuse_command(CLI::App& app) {
                                         "ascend-310p3, ascend-310b, hexagon-v75, or a JSON file")
       ->required();
   app.add_option("--reps", a->reps, "host: runs per group, the median kept (default 5)")->check(CLI::Range(1, 1000));
+  app.add_option("--stream", a->stream_path, "Pairing under deadlines: a file of 'ARRIVAL_US SPEC [DEADLINE_US|-] "
+                                             "[CHAIN_US]' lines, run by the fifo, pairing and admission policies");
+  app.add_option("--cap-us", a->cap_us, "--stream: a best-effort task's longest wait for a partner, and the "
+                                        "admission rule's cap on a partner's time (default 500)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--pair", a->pairs, "TASK_A,TASK_B, e.g. gemm:1024x1024x1024:f16,softmax:4096x4096:f32 "
                                      "(repeatable)");
   app.add_option("--sweep", a->sweep_path, "A file of pairs, one TASK_A,TASK_B per line (# comments)");

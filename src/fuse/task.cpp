@@ -98,7 +98,7 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
                   Task* t) {
   const int64_t M = dim[0], N = dim[1], K = dim[2];
   int64_t tile = 0;
-  for (int64_t c : {256, 128, 64, 32, 16}) {
+  for (int64_t c : {512, 256, 128, 64, 32, 16}) {
     if (static_cast<double>(4 * c * c) * e + static_cast<double>(4 * c * c) <= static_cast<double>(region)) {
       tile = c;
       break;
