@@ -291,6 +291,22 @@ TEST(Cli, FuseRunsTheFourGroups) {
   EXPECT_NE(log.find("does not fit"), std::string::npos) << log;
   ASSERT_EQ(run_cli("fuse --device host --reps 1 --pair gemm:64x64x64,softmax:64x64", &log), 0) << log;
   EXPECT_NE(log.find("host executor"), std::string::npos) << log;
+  // A sweep file with a plot, and a stream under the three policies.
+  const std::string pairs = temp("pairs.txt"), stream = temp("stream.txt"), svg = temp("fuse.svg");
+  std::ofstream(pairs) << "# pairs\ngemm:128x128x128,softmax:256x256\ngemm:128x128x128,rmsnorm:256x256\n";
+  ASSERT_EQ(run_cli("fuse --device hexagon-v75 --sweep " + pairs + " --plot " + svg, &log), 0) << log;
+  EXPECT_NE(log.find("[2/2]"), std::string::npos) << log;
+  std::ifstream sf(svg);
+  const std::string svg_text((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg_text.find("4 one entry, concurrent"), std::string::npos);
+  std::ofstream(stream) << "0 gemm:256x256x256 400\n10 softmax:256x512 -\n20 rmsnorm:256x512\n";
+  ASSERT_EQ(run_cli("fuse --device hexagon-v75 --stream " + stream + " --json " + json_path, &log), 0) << log;
+  EXPECT_NE(log.find("admission"), std::string::npos) << log;
+  std::ifstream st(json_path);
+  EXPECT_EQ(nlohmann::json::parse(st)["stream"].size(), 3u);
+  std::ofstream(stream) << "0 gemm:256x256x256 soon\n";
+  EXPECT_EQ(run_cli("fuse --device hexagon-v75 --stream " + stream, &log), 2);
+  EXPECT_NE(log.find("stream line 1"), std::string::npos) << log;
 }
 
 TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {

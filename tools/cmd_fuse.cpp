@@ -1,5 +1,5 @@
 // hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
-//            [--trace FILE]
+//            [--trace FILE] [--plot FILE]
 // hanpu fuse --device NAME|FILE --stream FILE [--cap-us 500] [--json FILE]
 // The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
 #include <cstdio>
@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/plot.h"
 #include "commands.h"
 #include "fuse/runtime.h"
 #include "fuse/stream.h"
@@ -17,7 +18,7 @@ namespace hanpu::cli {
 namespace {
 
 struct FuseArgs {
-  std::string device, sweep_path, json_path, trace_path, stream_path;
+  std::string device, sweep_path, json_path, trace_path, stream_path, plot_path;
   std::vector<std::string> pairs;
   int reps = 5;
   double cap_us = 500;
@@ -92,6 +93,8 @@ int run(const FuseArgs& a) {
   if (!a.trace_path.empty() && pairs.size() != 1) return fail("--trace records one pair");
   nlohmann::json records = nlohmann::json::array();
   std::string trace;
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> relative;  // per pair: each group's makespan / group 1's
   std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
               d.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
               ex == fuse::Executor::kHost ? (", median of " + std::to_string(a.reps) + " runs").c_str() : "");
@@ -108,13 +111,17 @@ int run(const FuseArgs& a) {
     std::printf("  %-26s %11s %11s %11s %9s %9s %10s\n", "group", "makespan", "A done", "B done", "GM_MB",
                 "stall", "on-chip_B");
     for (const fuse::GroupResult& g : r.groups) {
-      const std::string stall = g.dma_stall_us < 0 ? "-" : std::to_string(g.dma_stall_us).substr(0, 8);
+      char stall[32] = "-";
+      if (g.dma_stall_us >= 0) std::snprintf(stall, sizeof stall, "%.1f", g.dma_stall_us);
       std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", kGroups[g.group - 1], g.makespan_us,
-                  g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall.c_str(),
+                  g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall,
                   static_cast<long long>(g.peak_on_chip_bytes));
     }
     std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx\n", r.e_effect, r.a_effect, r.gain_over_2,
                 r.ideal);
+    labels.push_back(ta + " + " + tb);
+    relative.emplace_back();
+    for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
     nlohmann::json groups = nlohmann::json::array();
     for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
     records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us}, {"vector_us", r.vector_us},
@@ -122,6 +129,12 @@ int run(const FuseArgs& a) {
                        {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
   }
   if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
+  if (!a.plot_path.empty()) {
+    const std::string svg = svg_grouped_bars("four groups on " + d.name + ": makespan relative to serial entries",
+                                             "makespan / group 1", labels,
+                                             {kGroups[0], kGroups[1], kGroups[2], kGroups[3]}, relative);
+    if (!write_file(a.plot_path, svg)) return fail("cannot write '" + a.plot_path + "'");
+  }
   const std::string json = nlohmann::json({{"device", d.name}, {"records", records}}).dump(2) + "\n";
   if (!a.json_path.empty() && !write_file(a.json_path, json)) return fail("cannot write '" + a.json_path + "'");
   return 0;
@@ -145,6 +158,7 @@ Runner add_fuse_command(CLI::App& app) {
   app.add_option("--sweep", a->sweep_path, "A file of pairs, one TASK_A,TASK_B per line (# comments)");
   app.add_option("--json", a->json_path, "Also write one record per pair");
   app.add_option("--trace", a->trace_path, "Write group 4's Chrome/Perfetto trace (one pair only)");
+  app.add_option("--plot", a->plot_path, "Write an SVG of the pairs' group makespans relative to group 1");
   return [a] { return run(*a); };
 }
 

@@ -73,6 +73,51 @@ std::string svg_log_log(const std::string& title, const std::string& x_label, co
   return s + "</svg>\n";
 }
 
+std::string svg_grouped_bars(const std::string& title, const std::string& y_label,
+                             const std::vector<std::string>& categories, const std::vector<std::string>& series,
+                             const std::vector<std::vector<double>>& values) {
+  const double w = std::max(kW, kLeft + kRight + 40.0 * static_cast<double>(categories.size() * (series.size() + 1)));
+  std::string s = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+                      "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", w, kH);
+  double top = 0;
+  for (const auto& row : values) {
+    for (double v : row) top = std::max(top, v);
+  }
+  if (categories.empty() || series.empty() || !(top > 0)) return s + "<text x=\"20\" y=\"30\">no data</text>\n</svg>\n";
+  const double pw = w - kLeft - kRight, ph = kH - kTop - kBottom - 40;  // room for slanted labels
+  const double step = std::pow(10.0, std::floor(std::log10(top)));
+  top = std::ceil(top / step) * step;
+  s += fmt("<text x=\"%.0f\" y=\"24\" font-size=\"15\">", kLeft) + title + "</text>\n";
+  s += fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop, pw, ph);
+  for (double v = 0; v <= top + 1e-9 * top; v += step) {
+    const double y = kTop + ph - v / top * ph;
+    s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", kLeft, y, kLeft + pw, y);
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", kLeft - 6, y + 4, v);
+  }
+  s += fmt("<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" text-anchor=\"middle\">", kTop + ph / 2,
+           kTop + ph / 2) + y_label + "</text>\n";
+  const double group_w = pw / static_cast<double>(categories.size());
+  const double bar_w = group_w / static_cast<double>(series.size() + 1);
+  for (size_t c = 0; c < categories.size(); ++c) {
+    const double x0 = kLeft + group_w * static_cast<double>(c) + bar_w / 2;
+    for (size_t k = 0; k < series.size() && k < values[c].size(); ++k) {
+      const double h = values[c][k] / top * ph;
+      s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"", x0 + bar_w * static_cast<double>(k),
+               kTop + ph - h, bar_w * 0.9, h) + kColors[k % (sizeof kColors / sizeof kColors[0])] + "\"/>\n";
+    }
+    const double lx = kLeft + group_w * (static_cast<double>(c) + 0.5), ly = kTop + ph + 14;
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" transform=\"rotate(-20 %.1f %.1f)\">",
+             lx, ly, lx, ly) + categories[c] + "</text>\n";
+  }
+  for (size_t k = 0; k < series.size(); ++k) {
+    const double ly = kTop + 14 + 20.0 * static_cast<double>(k);
+    s += fmt("<rect x=\"%.0f\" y=\"%.1f\" width=\"20\" height=\"10\" fill=\"", w - kRight + 14, ly - 8) +
+         kColors[k % (sizeof kColors / sizeof kColors[0])] + "\"/>\n";
+    s += fmt("<text x=\"%.0f\" y=\"%.1f\">", w - kRight + 40, ly + 2) + series[k] + "</text>\n";
+  }
+  return s + "</svg>\n";
+}
+
 std::string svg_time_vs_tokens(const BenchReport& rep) {
   std::vector<PlotSeries> series;
   for (const BenchRecord& r : rep.records) {

@@ -20,6 +20,12 @@ struct PlotSeries {
 std::string svg_log_log(const std::string& title, const std::string& x_label, const std::string& y_unit,
                         std::vector<PlotSeries> series);
 
+// Grouped bars: one group of bars per category (x labels), one bar per series (legend), values >= 0 on a
+// linear axis from 0 (labelled `y_label`).
+std::string svg_grouped_bars(const std::string& title, const std::string& y_label,
+                             const std::vector<std::string>& categories, const std::vector<std::string>& series,
+                             const std::vector<std::vector<double>>& values);  // values[category][series]
+
 // Median time vs sequence length, one line per strategy, log-log axes. Decode records are skipped.
 std::string svg_time_vs_tokens(const BenchReport& rep);
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstring>
 #include <sstream>
 
 #include "kernels/simd.h"
+#include "plan/plan.h"
 
 namespace hanpu::fuse {
 
@@ -269,6 +271,60 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   return Status::Ok();
 }
 
+// GDN / KDA chunks of one head from the planner's plan for the device (default passes, C = 64,
+// K = V = 128): per chunk, DMA loads of the chunk's inputs, each step on its engine at the cost model's
+// cycles (with its layout transforms), the output's DMA store; the state carries from chunk to chunk
+// on chip. Region: the plan's peak in the vector memory; a chunk's loads wait for chunk c - 2 (two
+// input buffers).
+Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t region, Task* t) {
+  plan::Plan pl;
+  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, &pl));
+  const plan::Graph& g = pl.graph;
+  const auto peak = pl.lifetimes.peak_bytes.find(d.vector_mem);
+  t->on_chip_bytes = peak == pl.lifetimes.peak_bytes.end() ? 0 : peak->second;
+  if (t->on_chip_bytes > region) {
+    return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
+                           ", more than the region of " + std::to_string(region));
+  }
+  const plan::DeviceCostModel cm(d);
+  Builder b(d, t);
+  std::vector<int> chunk_end;  // the last stage of each chunk
+  int state = -1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::map<int, int> made;  // tensor -> stage
+    made[g.state_in] = state;
+    const int ring = c >= 2 ? chunk_end[c - 2] : -1;
+    int last = -1;
+    for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+      const plan::OpNode& o = g.ops[i];
+      std::vector<int> deps;
+      for (int x : o.inputs) {
+        auto it = made.find(x);
+        if (it == made.end()) {
+          it = made.emplace(x, b.dma("load " + g.tensors[x].name, static_cast<double>(plan::tensor_bytes(g, x, d)),
+                                     false, {ring}, {})).first;
+        }
+        deps.push_back(it->second);
+      }
+      for (const plan::Transform& tr : pl.layouts.transforms) {
+        if (tr.before_op == i) deps.push_back(b.vector("transform " + g.tensors[tr.tensor].name, tr.cost * d.vector_bytes_per_cycle, deps, {}));
+      }
+      const double cycles = cm.op_cost(g, i, pl.layouts.op_layout[i]);
+      last = o.engine == plan::Engine::kMatrix ? b.matrix(o.name, cycles * d.matrix_macs_per_cycle, deps, {})
+                                               : b.vector(o.name, cycles * d.vector_bytes_per_cycle, deps, {});
+      for (int x : o.outputs) {
+        made[x] = last;
+        if (g.tensors[x].role == plan::Role::kOutput) {
+          b.dma("store " + g.tensors[x].name, static_cast<double>(plan::tensor_bytes(g, x, d)), true, {last}, {});
+        }
+      }
+    }
+    state = made[g.state_out];
+    chunk_end.push_back(last);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status build_task(const std::string& spec, const plan::Device& d, int64_t region, Task* out, bool host_data) {
@@ -293,11 +349,17 @@ Status build_task(const std::string& spec, const plan::Device& d, int64_t region
   if (kind == "gemm") {
     if (dims.size() != 3 || parts.size() > 3) return bad("gemm takes MxNxK[:dtype]");
     st = build_gemm(dims, e, d, region, host_data, &t);
+  } else if (kind == "gdn" || kind == "kda") {
+    if (dims.size() != 1 || parts.size() > 2) return bad(kind + " takes CHUNKS (one head, C = 64, K = V = 128)");
+    if (host_data) return bad(kind + " chunk tasks run on the NPU model only (the host runs them with hanpu bench)");
+    st = build_chunks(kind == "gdn" ? Kind::kGdn : Kind::kKda, dims[0], d, region, &t);
   } else {
     static const std::vector<std::pair<std::string, int>> kPasses = {
         {"softmax", 4}, {"rmsnorm", 2}, {"dequant", 1}, {"transform", 1}, {"eltwise", 2}};
     const auto it = std::find_if(kPasses.begin(), kPasses.end(), [&](const auto& k) { return k.first == kind; });
-    if (it == kPasses.end()) return bad("unknown kind '" + kind + "' (gemm, softmax, rmsnorm, dequant, transform, eltwise)");
+    if (it == kPasses.end()) {
+      return bad("unknown kind '" + kind + "' (gemm, softmax, rmsnorm, dequant, transform, eltwise, gdn, kda)");
+    }
     if (dims.size() != 2) return bad(kind + " takes RxC");
     int passes = it->second;
     if (parts.size() == 4 && kind == "eltwise") {

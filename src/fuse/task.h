@@ -10,6 +10,9 @@
 //   dequant:RxC[:dtype]      int8 -> dtype: load R*C bytes, 1 vector pass over the output, store
 //   transform:RxC[:dtype]    a layout transform: 1 vector pass
 //   eltwise:RxC[:dtype][:N]  a chain of N element-wise ops (default 2): N vector passes
+//   gdn:CHUNKS, kda:CHUNKS   one head's chunks (C = 64, K = V = 128) as the planner's plan for the device
+//                            orders them: each step on its engine at the cost model's cycles, the state
+//                            on chip from chunk to chunk (NPU model only)
 // dtype: f16 (default), bf16, f32. On the host the stages run the real kernels: copies for DMA, a
 // transpose into the GEMM kernel's layout for "prepare", simd::gemm_tn for the product, and the vector
 // passes themselves (transform: row-major to 16 x 16 blocks). Vector passes cost the bytes they touch over the device's vector rate;
