@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
   runners[calibrate] = hanpu::cli::add_calibrate_command(*calibrate);
   CLI::App* simc = app.add_subcommand("sim", "Simulate strategies on an NPU model");
   runners[simc] = hanpu::cli::add_sim_command(*simc);
-  CLI::App* fuse = app.add_subcommand("fuse", "The four-group horizontal-fusion experiment on an NPU model (work "
-                                              "in progress)");
+  CLI::App* fuse = app.add_subcommand("fuse", "Horizontal fusion of independent tasks: the four-group experiment "
+                                              "and pairing under deadlines (NPU model or host)");
   runners[fuse] = hanpu::cli::add_fuse_command(*fuse);
   try {
     app.parse(argc, argv);
