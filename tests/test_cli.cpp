@@ -13,8 +13,13 @@
 namespace hanpu {
 namespace {
 
+// A temporary path private to the running test (ctest runs the tests in parallel processes).
+std::string temp(const std::string& name) {
+  return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
+}
+
 int run_cli(const std::string& args, std::string* output = nullptr) {
-  const std::string log = ::testing::TempDir() + "cli_output.txt";
+  const std::string log = temp("cli_output.txt");
   const std::string cmd = std::string(HANPU_CLI_PATH) + " " + args + " > " + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
   if (output) {
@@ -23,8 +28,6 @@ int run_cli(const std::string& args, std::string* output = nullptr) {
   }
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
-
-std::string temp(const std::string& name) { return ::testing::TempDir() + name; }
 
 TEST(Cli, RunWritesWhatTheLibraryComputes) {
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
