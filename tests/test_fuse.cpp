@@ -79,6 +79,28 @@ TEST(Fuse, TheBarrierChangesOrderOnly) {
   EXPECT_DOUBLE_EQ(r.a_effect, r.groups[2].makespan_us / r.groups[3].makespan_us);
 }
 
+// In one entry the tasks' regions are disjoint and inside the on-chip memory; exactly full still fits.
+TEST(Fuse, RegionsNeverOverlap) {
+  const int64_t cap = on_chip_capacity(round_device());
+  const std::vector<Task> ts = {one_stage(EngineClass::kMatrix, 100, cap / 4), one_stage(EngineClass::kVector, 100, cap / 2),
+                                one_stage(EngineClass::kDma, 0, cap / 4)};
+  for (int g = 1; g <= 4; ++g) {
+    GroupPlan p;
+    ASSERT_TRUE(plan_group(ts, g, cap, "VTCM", &p).ok());
+    for (size_t a = 0; a < ts.size(); ++a) {
+      EXPECT_GE(p.region_offset[a], 0);
+      EXPECT_LE(p.region_offset[a] + ts[a].on_chip_bytes, cap);
+      for (size_t b = a + 1; b < ts.size() && g >= 3; ++b) {
+        const bool disjoint = p.region_offset[a] + ts[a].on_chip_bytes <= p.region_offset[b] ||
+                              p.region_offset[b] + ts[b].on_chip_bytes <= p.region_offset[a];
+        EXPECT_TRUE(disjoint) << g << ": " << a << " " << b;
+      }
+    }
+  }
+  GroupPlan p;
+  EXPECT_FALSE(plan_group(ts, 4, cap - 1, "VTCM", &p).ok());
+}
+
 // Each in-flight task needs its own region: two tasks of 5 MB do not share an 8 MB VTCM in one entry,
 // but run in separate entries.
 TEST(Fuse, AnOversubscribedPairIsRefused) {

@@ -70,6 +70,8 @@ Status plan_group(const std::vector<Task>& tasks, int group, int64_t capacity, c
     done_prev.clear();
     for (int s : sinks(t)) done_prev.push_back(ids[s]);
     p.task_stages.push_back(std::move(ids));
+    // In one entry the regions are laid out one after another; separate entries each start at 0.
+    p.region_offset.push_back(p.one_entry && k > 0 ? p.region_offset.back() + tasks[k - 1].on_chip_bytes : 0);
   }
   *out = std::move(p);
   return Status::Ok();

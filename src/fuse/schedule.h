@@ -38,6 +38,7 @@ struct GroupPlan {
   std::vector<PlannedStage> stages;
   std::vector<std::vector<int>> task_stages;  // planned ids of each task's stages
   std::vector<int> entries;                   // planned ids of the entries
+  std::vector<int64_t> region_offset;         // each task's region: [offset, offset + on_chip_bytes)
 };
 
 // `capacity`: the on-chip bytes in-flight regions share (named `memory` in the refusal message).
