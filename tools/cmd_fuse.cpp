@@ -97,7 +97,7 @@ int run(const FuseArgs& a) {
   std::vector<std::vector<double>> relative;  // per pair: each group's makespan / group 1's
   std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
               d.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
-              ex == fuse::Executor::kHost ? (", median of " + std::to_string(a.reps) + " runs").c_str() : "");
+              ex == fuse::Executor::kHost ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str() : "");
   for (size_t i = 0; i < pairs.size(); ++i) {
     const size_t comma = pairs[i].find(',');
     if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");

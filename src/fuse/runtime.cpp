@@ -81,21 +81,33 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
     HANPU_RETURN_IF_ERROR(build_task(spec, d, capacity / 2, &t, ex == Executor::kHost));
     rep.tasks.push_back(std::move(t));
   }
-  // One group run: the model's once; the host's median makespan of `reps`.
-  auto run = [&](const std::vector<Task>& ts, int g, GroupResult* r, std::string* tr) -> Status {
-    if (ex == Executor::kModel) return run_group(ts, d, g, r, tr);
-    std::vector<std::pair<GroupResult, std::string>> runs(static_cast<size_t>(std::max(1, reps)));
-    for (auto& [res, text] : runs) HANPU_RETURN_IF_ERROR(run_group_host(ts, g, capacity, &res, tr ? &text : nullptr));
-    std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x.first.makespan_us < y.first.makespan_us; });
-    *r = runs[runs.size() / 2].first;
-    if (tr) *tr = runs[runs.size() / 2].second;
-    return Status::Ok();
-  };
+  // The runs of one repetition: each task alone (for D, V, M) and the four groups. The model runs once;
+  // the host interleaves `reps` repetitions (so drift hits every group alike) and keeps, per run, the
+  // repetition with the median makespan.
+  const int n_reps = ex == Executor::kModel ? 1 : std::max(1, reps);
+  constexpr int kRuns = 6;  // alone A, alone B, groups 1..4
+  std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);
+  for (int r = 0; r < n_reps; ++r) {
+    for (int k = 0; k < kRuns; ++k) {
+      const std::vector<Task> ts = k < 2 ? std::vector<Task>{rep.tasks[k]} : rep.tasks;
+      const int g = k < 2 ? 1 : k - 1;
+      std::string* tr = g == 4 && k >= 2 && trace ? &runs[k].emplace_back().second : nullptr;
+      GroupResult res;
+      HANPU_RETURN_IF_ERROR(ex == Executor::kModel ? run_group(ts, d, g, &res, tr)
+                                                   : run_group_host(ts, g, capacity, &res, tr));
+      if (!tr) runs[k].emplace_back();
+      runs[k].back().first = std::move(res);
+    }
+  }
+  std::vector<std::pair<GroupResult, std::string>> median(kRuns);
+  for (int k = 0; k < kRuns; ++k) {
+    std::sort(runs[k].begin(), runs[k].end(),
+              [](const auto& x, const auto& y) { return x.first.makespan_us < y.first.makespan_us; });
+    median[k] = runs[k][runs[k].size() / 2];
+  }
   // The engine times of each task alone (its own entry), summed: D, V, M of the ideal bound.
-  for (const Task& t : rep.tasks) {
-    GroupResult alone;
-    HANPU_RETURN_IF_ERROR(run({t}, 1, &alone, nullptr));
-    for (const auto& [engine, us] : alone.engine_busy_us) {
+  for (int k = 0; k < 2; ++k) {
+    for (const auto& [engine, us] : median[k].first.engine_busy_us) {
       if (engine == "DMA") rep.dma_us += us;
       else if (engine == "Vector" || engine == "HVX" || engine == "vector") rep.vector_us += us;
       else if (engine == "Cube" || engine == "HMX" || engine == "matrix") rep.matrix_us += us;
@@ -103,7 +115,8 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   }
   const double mx = std::max({rep.dma_us, rep.vector_us, rep.matrix_us});
   rep.ideal = mx > 0 ? (rep.dma_us + rep.vector_us + rep.matrix_us) / mx : 1;
-  for (int g = 1; g <= 4; ++g) HANPU_RETURN_IF_ERROR(run(rep.tasks, g, &rep.groups[g - 1], g == 4 ? trace : nullptr));
+  for (int g = 1; g <= 4; ++g) rep.groups[g - 1] = median[g + 1].first;
+  if (trace) *trace = median[5].second;
   rep.e_effect = rep.groups[0].makespan_us / rep.groups[2].makespan_us;
   rep.a_effect = rep.groups[2].makespan_us / rep.groups[3].makespan_us;
   rep.gain_over_2 = rep.groups[1].makespan_us / rep.groups[3].makespan_us;

@@ -35,8 +35,8 @@ struct PairReport {
 };
 
 // Builds the two tasks (each region half the on-chip memory) and runs the four groups; `trace`
-// receives group 4's trace. The host (`d` = the host device) repeats each group `reps` times and keeps
-// the run with the median makespan.
+// receives group 4's trace. The host (`d` = the host device) runs `reps` interleaved repetitions of the
+// six runs (each task alone, the four groups) and keeps each run's median-makespan repetition.
 Status run_pair(const std::string& a, const std::string& b, const plan::Device& d, Executor ex, PairReport* out,
                 std::string* trace = nullptr, int reps = 5);
 
