@@ -147,7 +147,8 @@ Runner add_fuse_command(CLI::App& app) {
   app.add_option("--device", a->device, "host (this CPU, real kernels) or an NPU model device: ascend-310p, "
                                         "ascend-310p3, ascend-310b, hexagon-v75, or a JSON file")
       ->required();
-  app.add_option("--reps", a->reps, "host: interleaved repetitions of every run, the median kept (default 5)")->check(CLI::Range(1, 1000));
+  app.add_option("--reps", a->reps, "host: interleaved repetitions of every run, the median kept (default 5)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--stream", a->stream_path, "Pairing under deadlines: a file of 'ARRIVAL_US SPEC [DEADLINE_US|-] "
                                              "[CHAIN_US]' lines, run by the fifo, pairing and admission policies");
   app.add_option("--cap-us", a->cap_us, "--stream: a best-effort task's longest wait for a partner, and the "

@@ -10,8 +10,6 @@
 
 namespace hanpu {
 
-namespace {
-
 std::vector<int> allowed_cpus() {
   std::vector<int> cpus;
   cpu_set_t set;
@@ -24,7 +22,12 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-}  // namespace
+void pin_thread(std::thread& t, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(t.native_handle(), sizeof set, &set);  // best effort
+}
 
 int ThreadPool::resolve(int threads) {
   if (threads > 0) return threads;
@@ -36,12 +39,7 @@ ThreadPool::ThreadPool(int threads) {
   const std::vector<int> cpus = allowed_cpus();
   for (int w = 1; w < std::max(1, threads); ++w) {
     workers_.emplace_back([this, w] { worker_loop(w); });
-    if (!cpus.empty()) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpus[w % cpus.size()], &set);
-      pthread_setaffinity_np(workers_.back().native_handle(), sizeof set, &set);  // best effort
-    }
+    if (!cpus.empty()) pin_thread(workers_.back(), cpus[w % cpus.size()]);
   }
 }
 

@@ -15,6 +15,11 @@
 
 namespace hanpu {
 
+// The CPUs this process may run on (sched_getaffinity), ascending; empty if unknown.
+std::vector<int> allowed_cpus();
+// Pins `t` to `cpu` (best effort: a failure leaves the thread unpinned).
+void pin_thread(std::thread& t, int cpu);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);

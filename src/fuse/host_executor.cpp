@@ -4,41 +4,16 @@
 // machine a core for the matrix unit and one for the rest), the control lane on the calling thread. A
 // worker sleeps until a stage of its lane is ready, takes the lowest-numbered one (the scheduler's issue
 // rule), runs its real kernel and releases its dependents. Times are wall-clock from the first entry.
-#include <pthread.h>
-#include <sched.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "exec/thread_pool.h"
 #include "fuse/runtime.h"
 
 namespace hanpu::fuse {
-
-namespace {
-
-std::vector<int> allowed_cpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
-  return cpus;
-}
-
-void pin(std::thread& t, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(t.native_handle(), sizeof set, &set);  // best effort
-}
-
-}  // namespace
 
 Status run_group_host(const std::vector<Task>& tasks, int group, int64_t capacity, GroupResult* out,
                       std::string* trace) {
@@ -93,7 +68,7 @@ Status run_group_host(const std::vector<Task>& tasks, int group, int64_t capacit
   const std::pair<Lane, size_t> placement[] = {{Lane::kMatrix, 0}, {Lane::kVector, 1}, {Lane::kDma, 1}};
   for (const auto& [lane, slot] : placement) {
     workers.emplace_back(work, lane);
-    if (!cpus.empty()) pin(workers.back(), cpus[slot % cpus.size()]);
+    if (!cpus.empty()) pin_thread(workers.back(), cpus[slot % cpus.size()]);
   }
   work(Lane::kControl);
   for (std::thread& t : workers) t.join();
