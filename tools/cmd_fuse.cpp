@@ -97,7 +97,9 @@ int run(const FuseArgs& a) {
   std::vector<std::vector<double>> relative;  // per pair: each group's makespan / group 1's
   std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
               d.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
-              ex == fuse::Executor::kHost ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str() : "");
+              ex == fuse::Executor::kHost
+                  ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str()
+                  : "");
   for (size_t i = 0; i < pairs.size(); ++i) {
     const size_t comma = pairs[i].find(',');
     if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");
@@ -124,7 +126,8 @@ int run(const FuseArgs& a) {
     for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
     nlohmann::json groups = nlohmann::json::array();
     for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
-    records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us}, {"vector_us", r.vector_us},
+    records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},
+                       {"vector_us", r.vector_us},
                        {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
                        {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
   }

@@ -55,7 +55,9 @@ Status plan_group(const std::vector<Task>& tasks, int group, int64_t capacity, c
   for (size_t k = 0; k < tasks.size(); ++k) {
     const Task& t = tasks[k];
     if (!p.one_entry) {
-      std::vector<int> deps = group == 1 ? done_prev : p.entries.empty() ? std::vector<int>{} : std::vector<int>{p.entries.back()};
+      std::vector<int> deps;
+      if (group == 1) deps = done_prev;
+      else if (!p.entries.empty()) deps = {p.entries.back()};
       p.entries.push_back(entry = add({-1, -1, Lane::kControl, std::move(deps), "entry " + t.spec}));
     }
     const bool waits = (group == 2 || group == 3) && k > 0;

@@ -4,8 +4,8 @@
 //
 // - fifo: every task its own entry, in arrival order.
 // - pairing: the oldest waiting task takes as partner the oldest waiting task whose dominant compute
-//   engine (matrix or vector, from the resource vectors) differs and whose region fits beside its own, provided the pair's completion times keep both
-//   deadlines; with no such partner waiting it waits for the next complementary arrival only while
+//   engine (matrix or vector, from the resource vectors) differs and whose region fits beside its own,
+//   provided the pair's completion times keep both deadlines; with no such partner waiting it waits for the next complementary arrival only while
 //   queueing + waiting + the pair's execution + its remaining chain still meet its deadline (a
 //   best-effort task waits at most `cap_us`); otherwise it runs alone.
 // - admission: interference-aware admission without waiting: a partner is admitted only if it is

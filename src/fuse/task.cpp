@@ -307,7 +307,9 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
         deps.push_back(it->second);
       }
       for (const plan::Transform& tr : pl.layouts.transforms) {
-        if (tr.before_op == i) deps.push_back(b.vector("transform " + g.tensors[tr.tensor].name, tr.cost * d.vector_bytes_per_cycle, deps, {}));
+        if (tr.before_op != i) continue;
+        const double bytes = tr.cost * d.vector_bytes_per_cycle;  // the transform's cycles as vector work
+        deps.push_back(b.vector("transform " + g.tensors[tr.tensor].name, bytes, deps, {}));
       }
       const double cycles = cm.op_cost(g, i, pl.layouts.op_layout[i]);
       last = o.engine == plan::Engine::kMatrix ? b.matrix(o.name, cycles * d.matrix_macs_per_cycle, deps, {})

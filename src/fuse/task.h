@@ -13,10 +13,11 @@
 //   gdn:CHUNKS, kda:CHUNKS   one head's chunks (C = 64, K = V = 128) as the planner's plan for the device
 //                            orders them: each step on its engine at the cost model's cycles, the state
 //                            on chip from chunk to chunk (NPU model only)
-// dtype: f16 (default), bf16, f32. On the host the stages run the real kernels: copies for DMA, a
-// transpose into the GEMM kernel's layout for "prepare", simd::gemm_tn for the product, and the vector
-// passes themselves (transform: row-major to 16 x 16 blocks). Vector passes cost the bytes they touch over the device's vector rate;
-// matrix products MACs over its matrix rate; DMA the device's set-up plus bytes over the path (sim/).
+// dtype: f16 (default), bf16, f32. Vector passes cost the bytes they touch over the device's vector rate,
+// matrix products MACs over its matrix rate, DMA the device's set-up plus bytes over the path (sim/).
+// On the host the stages run the real kernels: copies for DMA, a transpose into the GEMM kernel's
+// layout for "prepare", simd::gemm_tn for the product, and the vector passes themselves (transform:
+// row-major to 16 x 16 blocks).
 // Tiles are the largest that fit the task's on-chip region (half the vector memory, so that two tasks
 // can be in flight), double-buffered.
 #pragma once
