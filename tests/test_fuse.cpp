@@ -129,6 +129,10 @@ TEST(Fuse, TaskSpecsBuildTilePipelines) {
     EXPECT_NE(build_task(bad, d, 1 << 20, &t).message().find(std::string("task '") + bad), std::string::npos) << bad;
   }
   EXPECT_NE(build_task("softmax:8x100000:f32", d, 1 << 16, &t).message().find("does not fit"), std::string::npos);
+  // Sizes that would exhaust memory are refused up front.
+  EXPECT_NE(build_task("gemm:999999999x999999999x999999999", d, 1 << 20, &t).message().find("too many tiles"),
+            std::string::npos);
+  EXPECT_NE(build_task("eltwise:100000x2000", d, 1 << 20, &t, true).message().find("host data"), std::string::npos);
 }
 
 Task host_task(const std::string& spec) {

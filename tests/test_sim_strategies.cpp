@@ -69,6 +69,15 @@ TEST(SimSpill, BoundaryAtThePlannedPeak) {
   }
 }
 
+TEST(SimLowering, OversizedRunsAreRefused) {
+  Workload w;
+  w.heads = 4096;
+  w.tokens = 65536;
+  SimRecord r;
+  EXPECT_NE(simulate_strategy("fla", device("ascend-310p"), w, &r).message().find("more than the model simulates"),
+            std::string::npos);
+}
+
 TEST(SimSpill, AnOperatorThatCannotFitIsAnError) {
   Workload w;
   w.tokens = 128;

@@ -40,6 +40,23 @@ bool parse_dims(const std::string& s, std::vector<int64_t>* dims) {
   return true;
 }
 
+// Bounds on what one task may hold: its stages (each a few hundred bytes of plan and trace) and, on the
+// host, its data.
+constexpr double kMaxStages = 2e6;
+constexpr double kMaxHostFloats = 268435456;  // 1 GiB of fp32
+
+Status check_size(double stages, double host_floats, bool host) {
+  if (stages > kMaxStages) {
+    return InvalidArgument("too many tiles: " + std::to_string(static_cast<int64_t>(stages)) + " stages (at most " +
+                           std::to_string(static_cast<int64_t>(kMaxStages)) + ")");
+  }
+  if (host && host_floats > kMaxHostFloats) {
+    return InvalidArgument("the host data would need " + std::to_string(static_cast<int64_t>(host_floats * 4 / 1048576)) +
+                           " MiB (at most 1024)");
+  }
+  return Status::Ok();
+}
+
 // Appends stages, tracking the resource vector.
 class Builder {
  public:
@@ -108,6 +125,12 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
   }
   if (tile == 0) return InvalidArgument("gemm: no tile fits an on-chip region of " + std::to_string(region) + " bytes");
   t->on_chip_bytes = static_cast<int64_t>(4.0 * static_cast<double>(tile * tile) * e) + 4 * tile * tile;
+  auto tiles = [&](int64_t n) { return static_cast<double>((n + tile - 1) / tile); };
+  HANPU_RETURN_IF_ERROR(check_size(tiles(M) * tiles(N) * (3 * tiles(K) + 2),
+                                   static_cast<double>(M) * static_cast<double>(K) +
+                                       static_cast<double>(K) * static_cast<double>(N) +
+                                       static_cast<double>(M) * static_cast<double>(N),
+                                   host));
   std::shared_ptr<GemmData> g;
   if (host) {
     g = std::make_shared<GemmData>();
@@ -221,6 +244,8 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   int64_t rb = 1;
   while (rb * 2 <= R && static_cast<double>(rb * 2) * row_bytes <= static_cast<double>(region)) rb *= 2;
   t->on_chip_bytes = static_cast<int64_t>(static_cast<double>(rb) * row_bytes);
+  HANPU_RETURN_IF_ERROR(check_size(static_cast<double>((R + rb - 1) / rb) * (passes + 2),
+                                   2.0 * static_cast<double>(R) * static_cast<double>(C), host));
   const bool dequant = kind == "dequant", transform = kind == "transform";
   std::shared_ptr<RowData> g;
   if (host) {
@@ -286,6 +311,7 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
     return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
                            ", more than the region of " + std::to_string(region));
   }
+  HANPU_RETURN_IF_ERROR(check_size(static_cast<double>(chunks) * 2 * static_cast<double>(g.ops.size()), 0, false));
   const plan::DeviceCostModel cm(d);
   Builder b(d, t);
   std::vector<int> chunk_end;  // the last stage of each chunk

@@ -445,6 +445,13 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
     return InvalidArgument("strategy '" + name + "' is not modelled (modelled: " + known + ")");
   }
   if (w.heads < 1 || w.tokens < 1) return InvalidArgument("heads and tokens must be >= 1");
+  // Each (head, chunk) becomes tens of tasks held in memory: bound the program (64 heads x 65,536 tokens is
+  // 65,536 units).
+  constexpr int64_t kMaxUnits = int64_t{1} << 18;
+  if (w.heads * ((w.tokens + w.C - 1) / w.C) > kMaxUnits) {
+    return InvalidArgument("heads x chunks = " + std::to_string(w.heads * ((w.tokens + w.C - 1) / w.C)) +
+                           " is more than the model simulates in one run (" + std::to_string(kMaxUnits) + ")");
+  }
   if (w.warmup_chunks < 1) return InvalidArgument("warmup_chunks must be >= 1");
   const bool head_level = name == "hanpu" || name.front() == '+';
   const int cores = d.cores;
