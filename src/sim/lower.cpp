@@ -169,8 +169,13 @@ class ChunkLowering {
       for (const SpillMove& m : spills_.moves) {
         if (m.before_step != step || !in_mask(m.kernel)) continue;
         std::vector<int> deps;
-        if (stored.count(m.tensor)) deps.push_back(stored[m.tensor]);
-        else if (have.count(m.tensor) && have[m.tensor] >= 0) deps.push_back(have[m.tensor]);
+        if (stored.count(m.tensor)) {
+          deps.push_back(stored[m.tensor]);
+        } else if (have.count(m.tensor) && have[m.tensor] >= 0) {
+          deps.push_back(have[m.tensor]);
+        } else if (m.store) {
+          continue;  // a zero state was never stored: nothing to bring back
+        }
         have[m.tensor] = em.load(core, static_cast<double>(m.bytes), gated(deps), "reload " + g_.tensors[m.tensor].name);
         em.spill += static_cast<double>(m.bytes);
       }
