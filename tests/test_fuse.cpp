@@ -135,11 +135,15 @@ TEST(Fuse, TaskSpecsBuildTilePipelines) {
   EXPECT_NE(build_task("eltwise:100000x2000", d, 1 << 20, &t, true).message().find("host data"), std::string::npos);
 }
 
-Task host_task(const std::string& spec) {
+plan::Device host_device() {
   plan::Device host;
   EXPECT_TRUE(plan::load_device("host", &host).ok());
+  return host;
+}
+
+Task host_task(const std::string& spec) {
   Task t;
-  const Status st = build_task(spec, host, 1 << 20, &t, true);
+  const Status st = build_task(spec, host_device(), 1 << 20, &t, true);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return t;
 }
@@ -201,6 +205,9 @@ TEST(FuseHost, GroupsAndRefusal) {
   }
   GroupResult r;
   EXPECT_NE(run_group_host(ts, 4, ts[0].on_chip_bytes, &r).message().find("refused"), std::string::npos);
+  PairReport pr;
+  ASSERT_TRUE(run_pair("gemm:64x64x64", "eltwise:64x64", host_device(), Executor::kHost, &pr, nullptr, 3).ok());
+  for (const GroupResult& g : pr.groups) EXPECT_GE(g.dma_stall_us, 0);  // measured against the tasks alone
   Task model_only;
   ASSERT_TRUE(build_task("gemm:64x64x64", round_device(), 1 << 20, &model_only).ok());
   EXPECT_NE(run_group_host({model_only}, 1, 4 << 20, &r).message().find("without host data"), std::string::npos);

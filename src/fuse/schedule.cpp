@@ -84,6 +84,10 @@ GroupResult summarise(const GroupPlan& plan, const std::vector<Task>& tasks, con
                       std::vector<std::pair<double, int64_t>>* regions) {
   GroupResult r;
   r.group = plan.group;
+  r.stage_us.resize(tasks.size());
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    for (int id : plan.task_stages[k]) r.stage_us[k].push_back((end_ns[id] - start_ns[id]) / 1e3);
+  }
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     const PlannedStage& s = plan.stages[i];
     r.makespan_us = std::max(r.makespan_us, end_ns[i] / 1e3);

@@ -51,8 +51,11 @@ struct GroupResult {
   std::vector<double> completion_us;  // per task, from the first dispatch
   std::map<std::string, double> engine_busy_us;
   double gm_bytes = 0;
-  double dma_stall_us = -1;  // DMA time beyond each transfer's uncontended time (model only; -1: not measured)
+  // DMA time beyond each transfer's uncontended time: on the model, set-up plus bytes at the path's own
+  // rate; on the host, the same stage's time when its task ran alone (run_pair). -1: not measured.
+  double dma_stall_us = -1;
   int64_t peak_on_chip_bytes = 0;
+  std::vector<std::vector<double>> stage_us;  // per task, each stage's duration
 };
 
 // Completion, busy time per lane (named by `lane_name`), regions and their peak from one execution's
