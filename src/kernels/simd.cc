@@ -163,39 +163,40 @@ void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v,
   }
 }
 
-// Columns [j, j + NV lanes) of one decode token on a k-first state, with S^T k and S^T q accumulated in
-// registers (two passes over the rows of this column tile, the tile of S staying in L1 between them).
+// Columns [j, j + NV lanes) of one decode token on a k-first state. One read pass accumulates, in
+// registers, a = (D S)^T k and b = (D S)^T q (D = diag(decay)); then u = beta (v - a) and, since
+// S' = D S + k u^T, o = S'^T q = b + u (k . q) without reading S' back; a second pass writes S'. That is
+// two reads and one write of the tile. The write pass walks the rows backwards: with a power-of-two row
+// stride the tile's rows crowd a few L1 sets (512 B rows: 16 rows per set for K = 128, more than the 12
+// ways), so LRU keeps the rows read last, and walking back from them hits those first.
 template <int NV, class D>
 HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                            const float* v, float beta, float* o) {
   using Vec = hn::Vec<D>;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
-  Vec acc[NV];
-  for (int i = 0; i < NV; ++i) acc[i] = hn::Zero(d);
-  for (int64_t r = 0; r < K; ++r) {  // S <- diag(decay) S;  acc = S^T k
-    float* s = S + r * lds;
-    const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]);
+  Vec ak[NV], aq[NV];
+  for (int i = 0; i < NV; ++i) ak[i] = aq[i] = hn::Zero(d);
+  float kq = 0.0f;
+  for (int64_t r = 0; r < K; ++r) {
+    const float* s = S + r * lds;
+    const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]), qr = hn::Set(d, q[r]);
     for (int i = 0; i < NV; ++i) {
       const Vec x = hn::Mul(hn::LoadU(d, s + i * nl), dr);
-      hn::StoreU(x, d, s + i * nl);
-      acc[i] = hn::MulAdd(x, kr, acc[i]);
+      ak[i] = hn::MulAdd(x, kr, ak[i]);
+      aq[i] = hn::MulAdd(x, qr, aq[i]);
     }
+    kq += k[r] * q[r];
   }
   Vec u[NV];
   for (int i = 0; i < NV; ++i) {
-    u[i] = hn::Mul(hn::Set(d, beta), hn::Sub(hn::LoadU(d, v + i * nl), acc[i]));
-    acc[i] = hn::Zero(d);
+    u[i] = hn::Mul(hn::Set(d, beta), hn::Sub(hn::LoadU(d, v + i * nl), ak[i]));
+    hn::StoreU(hn::MulAdd(u[i], hn::Set(d, kq), aq[i]), d, o + i * nl);
   }
-  for (int64_t r = 0; r < K; ++r) {  // S <- S + k u^T;  acc = S^T q
+  for (int64_t r = K - 1; r >= 0; --r) {  // S <- D S + k u^T
     float* s = S + r * lds;
-    const Vec kr = hn::Set(d, k[r]), qr = hn::Set(d, q[r]);
-    for (int i = 0; i < NV; ++i) {
-      const Vec x = hn::MulAdd(kr, u[i], hn::LoadU(d, s + i * nl));
-      hn::StoreU(x, d, s + i * nl);
-      acc[i] = hn::MulAdd(x, qr, acc[i]);
-    }
+    const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]);
+    for (int i = 0; i < NV; ++i) hn::StoreU(hn::MulAdd(kr, u[i], hn::Mul(hn::LoadU(d, s + i * nl), dr)), d, s + i * nl);
   }
-  for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], d, o + i * nl);
 }
 
 // One decode token on a k-first state S [K, V] (row stride lds), in place (DESIGN.md §1):
