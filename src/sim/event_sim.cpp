@@ -43,10 +43,20 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
   Schedule s;
   s.start_ns.assign(n, -1);
   s.end_ns.assign(n, -1);
-  // In-order queues, in task id order.
-  std::map<std::pair<int, std::string>, std::deque<int>> queues;
-  for (int i = 0; i < n; ++i) queues[{ts[i].core, ts[i].engine}].push_back(i);
-  std::map<std::pair<int, std::string>, bool> busy;
+  // One queue per (core, engine), numbered in key order (the order queues are served: deterministic);
+  // each holds its tasks in id order. The event loop works on the numbers only.
+  std::map<std::pair<int, std::string>, int> queue_of;
+  for (const Task& t : ts) queue_of.emplace(std::make_pair(t.core, t.engine), 0);
+  std::vector<std::pair<int, std::string>> keys;
+  for (auto& [key, q] : queue_of) {
+    q = static_cast<int>(keys.size());
+    keys.push_back(key);
+  }
+  std::vector<int> qid(n);
+  std::vector<std::deque<int>> queues(keys.size());
+  for (int i = 0; i < n; ++i) queues[qid[i] = queue_of.at({ts[i].core, ts[i].engine})].push_back(i);
+  std::vector<char> busy(keys.size(), 0);
+  std::vector<double> busy_ns(keys.size(), 0.0);
   std::vector<int> pending_deps(n);
   std::vector<std::vector<int>> dependents(n);
   for (int i = 0; i < n; ++i) {
@@ -68,8 +78,9 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
   };
   auto start_ready = [&] {
     // Start every queue head whose dependencies are done, in (core, engine) order: deterministic.
-    for (auto& [key, q] : queues) {
-      if (busy[key] || q.empty()) continue;
+    for (size_t k = 0; k < queues.size(); ++k) {
+      std::deque<int>& q = queues[k];
+      if (busy[k] || q.empty()) continue;
       auto it = q.begin();
       if (m.issue_ready_first) {
         while (it != q.end() && pending_deps[*it] > 0) ++it;
@@ -77,7 +88,7 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
       if (it == q.end() || pending_deps[*it] > 0) continue;
       const int id = *it;
       q.erase(it);
-      busy[key] = true;
+      busy[k] = 1;
       s.start_ns[id] = now;
       const Task& t = ts[id];
       active.push_back({id, now + t.cycles * ns_per_cycle, t.bytes, false});
@@ -117,9 +128,9 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
       }
       const Task& t = ts[a.id];
       s.end_ns[a.id] = now;
-      s.busy_ns[{t.core, t.engine}] += now - s.start_ns[a.id];
+      busy_ns[qid[a.id]] += now - s.start_ns[a.id];
       if (t.global) s.global_bytes += t.bytes;
-      busy[{t.core, t.engine}] = false;
+      busy[qid[a.id]] = 0;
       ++finished;
       for (int d : dependents[a.id]) --pending_deps[d];
     }
@@ -127,6 +138,7 @@ Status simulate(const Program& prog, const Machine& m, Schedule* out) {
     start_ready();
   }
   s.makespan_ns = n ? *std::max_element(s.end_ns.begin(), s.end_ns.end()) : 0;
+  for (size_t k = 0; k < keys.size(); ++k) s.busy_ns[keys[k]] = busy_ns[k];
   *out = std::move(s);
   return Status::Ok();
 }
