@@ -241,16 +241,30 @@ class ChunkLowering {
     }
   }
 
-  // A head (or head slice) run through all its chunks on `core`, state carried on chip; the final state
-  // is stored.
-  void head(Emitter& em, int core, int64_t chunks, int gate) const {
-    int state = -1;  // the zero initial state: nothing to load
-    for (int64_t c = 0; c < chunks; ++c) {
+  // `count` consecutive chunks of one head on `core`, the state carried from each to the next, starting
+  // from the task that made `state` available (-1: a zero state). Returns the task of the last S'.
+  int chain(Emitter& em, int core, KernelMask mask, int64_t count, int state, int gate,
+            bool store_handoffs = true) const {
+    for (int64_t c = 0; c < count; ++c) {
       std::map<int, int> have;
       have[g_.state_in] = state;
-      chunk(em, core, kAllKernels, have, gate);
+      chunk(em, core, mask, have, gate, store_handoffs);
       state = have[g_.state_out];
     }
+    return state;
+  }
+
+  // Independent (head, chunk) units dealt round robin over the cores, each with kernels `mask`.
+  void spread(Emitter& em, int cores, int64_t units, KernelMask mask, const std::vector<int>& gate) const {
+    for (int64_t u = 0; u < units; ++u) {
+      std::map<int, int> have;
+      chunk(em, static_cast<int>(u % cores), mask, have, gate[u % cores]);
+    }
+  }
+
+  // A head (or head slice) run through all its chunks on `core`, state on chip; the final state is stored.
+  void head(Emitter& em, int core, int64_t chunks, int gate) const {
+    const int state = chain(em, core, kAllKernels, chunks, -1, gate);
     em.store(core, static_cast<double>(bytes(g_.state_out)), {state}, "final state");
   }
 
@@ -304,22 +318,9 @@ void lower_materialising(Emitter& em, const ChunkLowering& low, int cores, int64
     }
     const KernelMask mask = 1u << k;
     if (stateful(g, k)) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int core = static_cast<int>(h % cores);
-        int state = -1;
-        for (int64_t c = 0; c < chunks; ++c) {
-          std::map<int, int> have;
-          have[g.state_in] = state;
-          low.chunk(em, core, mask, have, gate[core]);
-          state = have[g.state_out];
-        }
-      }
+      for (int64_t h = 0; h < heads; ++h) low.chain(em, static_cast<int>(h % cores), mask, chunks, -1, gate[h % cores]);
     } else {
-      for (int64_t u = 0; u < heads * chunks; ++u) {
-        const int core = static_cast<int>(u % cores);
-        std::map<int, int> have;
-        low.chunk(em, core, mask, have, gate[core]);
-      }
+      low.spread(em, cores, heads * chunks, mask, gate);
     }
   }
 }
@@ -339,23 +340,13 @@ void lower_flashqla(Emitter& em, const ChunkLowering& low, int cores, const Work
   const double state_bytes = static_cast<double>(low.bytes(g.state_out));
   // 1. #1-#4 over (head, chunk).
   std::vector<int> gate = em.launch(cores, {});
-  for (int64_t u = 0; u < w.heads * chunks; ++u) {
-    std::map<int, int> have;
-    low.chunk(em, static_cast<int>(u % cores), 1u << 0, have, gate[u % cores]);
-  }
-  // 2. Warm-ups over (head, segment >= 1): the recurrence from a zero state over the segment's last
-  //    `warm` chunks of the previous segment's range; the end state goes to global memory.
+  low.spread(em, cores, w.heads * chunks, 1u << 0, gate);
+  // 2. Warm-ups over (head, segment >= 1): the recurrence from a zero state over the last `warm` chunks
+  //    before the segment; the end state goes to global memory.
   gate = em.launch(cores, em.tails());
   for (int64_t u = 0; u < w.heads * (segs - 1); ++u) {
     const int core = static_cast<int>(u % cores);
-    const int64_t seg = 1 + u % (segs - 1);
-    int state = -1;
-    for (int64_t c = seg * lseg - warm; c < seg * lseg; ++c) {
-      std::map<int, int> have;
-      have[g.state_in] = state;
-      low.chunk(em, core, 1u << 1, have, gate[core], false);
-      state = have[g.state_out];
-    }
+    const int state = low.chain(em, core, 1u << 1, warm, -1, gate[core], false);
     em.store(core, state_bytes, {state}, "segment state");
   }
   // 3. Per head, serially over segments: each segment's initial state handed on (read, written).
@@ -372,13 +363,8 @@ void lower_flashqla(Emitter& em, const ChunkLowering& low, int cores, const Work
   for (int64_t u = 0; u < w.heads * segs; ++u) {
     const int core = static_cast<int>(u % cores);
     const int64_t seg = u % segs;
-    int state = seg == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
-    for (int64_t c = seg * lseg; c < std::min(chunks, (seg + 1) * lseg); ++c) {
-      std::map<int, int> have;
-      have[g.state_in] = state;
-      low.chunk(em, core, (1u << 1) | (1u << 2), have, gate[core]);
-      state = have[g.state_out];
-    }
+    const int state = seg == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
+    low.chain(em, core, (1u << 1) | (1u << 2), std::min(chunks, (seg + 1) * lseg) - seg * lseg, state, gate[core]);
   }
 }
 
