@@ -74,9 +74,9 @@ Status run_group_host(const std::vector<Task>& tasks, int group, int64_t capacit
   for (std::thread& t : workers) t.join();
   const std::map<Lane, std::string> lanes = {
       {Lane::kControl, "control"}, {Lane::kDma, "DMA"}, {Lane::kVector, "vector"}, {Lane::kMatrix, "matrix"}};
-  std::vector<std::pair<double, int64_t>> regions;
-  *out = summarise(plan, tasks, start, end, lanes, &regions);
-  if (trace) *trace = plan_trace(plan, lanes, start, end, regions, "L2", "host group " + std::to_string(group));
+  sim::Counter regions;
+  *out = summarise(plan, tasks, start, end, lanes, "L2", &regions);
+  if (trace) *trace = plan_trace(plan, lanes, start, end, regions, "host group " + std::to_string(group));
   return Status::Ok();
 }
 

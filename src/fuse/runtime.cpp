@@ -51,8 +51,8 @@ Status run_group(const std::vector<Task>& tasks, const plan::Device& d, int grou
   sim::Schedule s;
   HANPU_RETURN_IF_ERROR(sim::simulate(p, m, &s));
   std::map<Lane, std::string> lanes = model_lanes(e);
-  std::vector<std::pair<double, int64_t>> regions;
-  GroupResult r = summarise(plan, tasks, s.start_ns, s.end_ns, lanes, &regions);
+  sim::Counter regions;
+  GroupResult r = summarise(plan, tasks, s.start_ns, s.end_ns, lanes, d.vector_mem, &regions);
   // Bandwidth contention: DMA time beyond each transfer's set-up plus bytes at its own path rate.
   r.dma_stall_us = 0;
   for (int i = 0; i < static_cast<int>(p.tasks().size()); ++i) {
@@ -62,7 +62,7 @@ Status run_group(const std::vector<Task>& tasks, const plan::Device& d, int grou
     r.dma_stall_us += std::max(0.0, s.end_ns[i] - s.start_ns[i] - alone_ns) / 1e3;
   }
   // The trace keeps the model's own queues (Ascend's MTE2 and MTE3 apart).
-  if (trace) *trace = sim::chrome_trace(p, s, d.name + " group " + std::to_string(group), {{0, d.vector_mem, regions}});
+  if (trace) *trace = sim::chrome_trace(p, s, d.name + " group " + std::to_string(group), {regions});
   *out = std::move(r);
   return Status::Ok();
 }

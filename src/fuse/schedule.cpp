@@ -81,7 +81,7 @@ Status plan_group(const std::vector<Task>& tasks, int group, int64_t capacity, c
 
 GroupResult summarise(const GroupPlan& plan, const std::vector<Task>& tasks, const std::vector<double>& start_ns,
                       const std::vector<double>& end_ns, const std::map<Lane, std::string>& lane_name,
-                      std::vector<std::pair<double, int64_t>>* regions) {
+                      const std::string& memory, sim::Counter* regions) {
   GroupResult r;
   r.group = plan.group;
   r.stage_us.resize(tasks.size());
@@ -111,21 +111,13 @@ GroupResult summarise(const GroupPlan& plan, const std::vector<Task>& tasks, con
     occ.emplace_back(first, tasks[k].on_chip_bytes);
     occ.emplace_back(last, -tasks[k].on_chip_bytes);
   }
-  std::sort(occ.begin(), occ.end());
-  int64_t level = 0;
-  regions->clear();
-  for (const auto& [ns, b] : occ) {
-    level += b;
-    r.peak_on_chip_bytes = std::max(r.peak_on_chip_bytes, level);
-    regions->emplace_back(ns, level);
-  }
+  *regions = sim::occupancy_counter(0, memory, std::move(occ), &r.peak_on_chip_bytes);
   return r;
 }
 
 std::string plan_trace(const GroupPlan& plan, const std::map<Lane, std::string>& lane_name,
                        const std::vector<double>& start_ns, const std::vector<double>& end_ns,
-                       const std::vector<std::pair<double, int64_t>>& regions, const std::string& memory,
-                       const std::string& title) {
+                       const sim::Counter& regions, const std::string& title) {
   sim::Program p;
   for (const PlannedStage& s : plan.stages) {
     sim::Task t;
@@ -137,7 +129,7 @@ std::string plan_trace(const GroupPlan& plan, const std::map<Lane, std::string>&
   sim::Schedule s;
   s.start_ns = start_ns;
   s.end_ns = end_ns;
-  return sim::chrome_trace(p, s, title, {sim::Counter{0, memory, regions}});
+  return sim::chrome_trace(p, s, title, {regions});
 }
 
 }  // namespace hanpu::fuse

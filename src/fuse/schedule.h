@@ -19,6 +19,7 @@
 
 #include "fuse/task.h"
 #include "hanpu/status.h"
+#include "sim/lower.h"
 
 namespace hanpu::fuse {
 
@@ -59,16 +60,15 @@ struct GroupResult {
 };
 
 // Completion, busy time per lane (named by `lane_name`), regions and their peak from one execution's
-// stage times (ns from the first dispatch). `regions` receives the occupancy counter (ns, bytes).
+// stage times (ns from the first dispatch). `regions` receives the occupancy counter of `memory`.
 GroupResult summarise(const GroupPlan& plan, const std::vector<Task>& tasks, const std::vector<double>& start_ns,
                       const std::vector<double>& end_ns, const std::map<Lane, std::string>& lane_name,
-                      std::vector<std::pair<double, int64_t>>* regions);
+                      const std::string& memory, sim::Counter* regions);
 
 // A Chrome/Perfetto trace of one execution: a lane per `lane_name`, flow arrows for dependencies, the
-// regions' occupancy as a counter of `memory`.
+// regions' occupancy counter.
 std::string plan_trace(const GroupPlan& plan, const std::map<Lane, std::string>& lane_name,
                        const std::vector<double>& start_ns, const std::vector<double>& end_ns,
-                       const std::vector<std::pair<double, int64_t>>& regions, const std::string& memory,
-                       const std::string& title);
+                       const sim::Counter& regions, const std::string& title);
 
 }  // namespace hanpu::fuse

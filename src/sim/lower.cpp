@@ -378,6 +378,21 @@ plan::PlanOptions plan_options(const Workload& w, int64_t V) {
 
 }  // namespace
 
+Counter occupancy_counter(int core, const std::string& memory, std::vector<std::pair<double, int64_t>> deltas,
+                          int64_t* peak) {
+  std::sort(deltas.begin(), deltas.end());
+  Counter c{core, memory, {}};
+  int64_t level = 0;
+  *peak = 0;
+  for (const auto& [ns, b] : deltas) {
+    level += b;
+    *peak = std::max(*peak, level);
+    if (!c.points.empty() && c.points.back().first == ns) c.points.back().second = level;
+    else c.points.emplace_back(ns, level);
+  }
+  return c;
+}
+
 std::string chrome_trace(const Program& p, const Schedule& s, const std::string& title,
                          const std::vector<Counter>& counters) {
   nlohmann::json events = nlohmann::json::array();
@@ -513,8 +528,7 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
   m.global_bytes_per_ns = d.sim.global_gbps;
   Schedule s;
   HANPU_RETURN_IF_ERROR(simulate(em.prog, m, &s));
-  // Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end
-  // (frees before allocations at the same instant).
+  // Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end.
   std::map<std::pair<int, int>, std::vector<std::pair<double, int64_t>>> deltas;
   for (const Occupancy& o : em.occupancy) {
     auto& v = deltas[{o.core, o.memory}];
@@ -524,16 +538,10 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
   std::vector<Counter> counters;
   SimRecord r;
   for (auto& [key, v] : deltas) {
-    std::sort(v.begin(), v.end());
-    Counter c{key.first, em.memories[key.second], {}};
-    int64_t level = 0;
-    for (const auto& [ns, b] : v) {
-      level += b;
-      if (!c.points.empty() && c.points.back().first == ns) c.points.back().second = level;
-      else c.points.emplace_back(ns, level);
-      r.sim_peak_bytes[c.memory] = std::max(r.sim_peak_bytes[c.memory], level);
-    }
-    counters.push_back(std::move(c));
+    const std::string& mem = em.memories[key.second];
+    int64_t peak = 0;
+    counters.push_back(occupancy_counter(key.first, mem, std::move(v), &peak));
+    r.sim_peak_bytes[mem] = std::max(r.sim_peak_bytes[mem], peak);
   }
   if (trace) *trace = chrome_trace(em.prog, s, d.name + " " + name, counters);
   r.device = d.name;

@@ -82,6 +82,11 @@ struct Counter {
   std::vector<std::pair<double, int64_t>> points;  // (ns, bytes) at each change
 };
 
+// The counter of one (core, memory) from (ns, +-bytes) changes: sorted (frees before allocations at the
+// same instant), one point per instant; `peak` receives the highest level reached.
+Counter occupancy_counter(int core, const std::string& memory, std::vector<std::pair<double, int64_t>> deltas,
+                          int64_t* peak);
+
 // A Chrome trace-event JSON (opens in ui.perfetto.dev): one process per core, one thread lane per engine,
 // a complete event per task (microseconds), flow arrows for dependencies across engines, and a counter
 // track per (core, buffer) for occupancy.
