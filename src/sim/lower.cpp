@@ -368,6 +368,29 @@ void lower_flashqla(Emitter& em, const ChunkLowering& low, int cores, const Work
   }
 }
 
+// Column slices per tail head: the count s that minimises the tail's estimated time, ceil(tail * s / cores)
+// waves of one slice's chunk cost each (1: no split, one wave of whole heads); every slice keeps at least
+// one block of columns. `slice` receives the plan of a slice when s > 1.
+Status choose_tail_split(Kind kind, const plan::Device& d, const plan::PlanOptions& po, double head_cost,
+                         int64_t tail, int* split, plan::Plan* slice) {
+  const int cores = d.cores;
+  double best = static_cast<double>((tail + cores - 1) / cores) * head_cost;
+  *split = 1;
+  for (int64_t sp = 2; sp <= std::min<int64_t>(cores, po.V / d.block_cols); ++sp) {
+    plan::PlanOptions so = po;
+    so.V = (po.V + sp - 1) / sp;
+    plan::Plan p;
+    HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, so, &p));
+    const double t = static_cast<double>((tail * sp + cores - 1) / cores) * p.layouts.cost;
+    if (t < best) {
+      best = t;
+      *split = static_cast<int>(sp);
+      *slice = std::move(p);
+    }
+  }
+  return Status::Ok();
+}
+
 plan::PlanOptions plan_options(const Workload& w, int64_t V) {
   plan::PlanOptions po;
   po.C = w.C;
@@ -491,24 +514,9 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
   std::unique_ptr<ChunkLowering> slice_low;
   if (head_level) {
     const int64_t tail = w.heads % cores;
-    // Column slices per tail head: the count that minimises the tail's estimated time, waves of
-    // ceil(tail * s / cores) slices of cost(s) each; every slice keeps at least one block of columns.
     plan::Plan slice_plan;
     if (rank >= 2 && tail > 0) {
-      double best = static_cast<double>((tail + cores - 1) / cores) * pl.layouts.cost;
-      const int64_t max_split = std::min<int64_t>(cores, w.V / d.block_cols);
-      for (int64_t sp = 2; sp <= max_split; ++sp) {
-        plan::PlanOptions so = po;
-        so.V = (w.V + sp - 1) / sp;
-        plan::Plan p;
-        HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, so, &p));
-        const double t = static_cast<double>((tail * sp + cores - 1) / cores) * p.layouts.cost;
-        if (t < best) {
-          best = t;
-          split = static_cast<int>(sp);
-          slice_plan = std::move(p);
-        }
-      }
+      HANPU_RETURN_IF_ERROR(choose_tail_split(w.kind, d, po, pl.layouts.cost, tail, &split, &slice_plan));
       if (split > 1) HANPU_RETURN_IF_ERROR(make_lowering(slice_plan, d, &slice_low));
     }
     const std::vector<int> gate = em.launch(cores, {});
