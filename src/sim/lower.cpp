@@ -229,7 +229,7 @@ class ChunkLowering {
       }
     }
     // Occupancy: each presence from the first task of its first step to the last task of its last one.
-    for (const Presence& p : spills_.presence) {
+    for (const plan::Residency& p : spills_.presence) {
       if (!in_mask(p.kernel)) continue;
       int first = -1, last = -1;
       for (int s = std::max(0, p.from); s <= std::min(n - 1, p.to); ++s) {

@@ -78,7 +78,12 @@ Status plan_spills(const plan::Graph& g, const plan::Device& d, SpillPlan* out) 
     std::sort(p.gaps.begin(), p.gaps.end());
     int from = p.r.from;
     auto emit = [&](int to) {
-      if (from <= to) plan.presence.push_back({p.r.tensor, p.r.memory, p.r.kernel, p.r.bytes, from, to});
+      if (from > to) return;
+      plan::Residency piece = p.r;
+      piece.from = from;
+      piece.to = to;
+      std::erase_if(piece.uses, [&](int u) { return u < from || u > to; });
+      plan.presence.push_back(std::move(piece));
     };
     for (const auto& [a, b] : p.gaps) {
       emit(a - 1);

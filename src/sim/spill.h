@@ -19,6 +19,7 @@
 #include "hanpu/status.h"
 #include "plan/device.h"
 #include "plan/graph.h"
+#include "plan/lifetime.h"
 
 namespace hanpu::sim {
 
@@ -32,18 +33,10 @@ struct SpillMove {
   bool store = false;   // false: a copy is already in global memory
 };
 
-// Where a tensor is present in a memory after the moves: steps [from, to] of one kernel.
-struct Presence {
-  int tensor = -1;
-  std::string memory;
-  int kernel = 0;
-  int64_t bytes = 0;
-  int from = 0, to = 0;
-};
-
 struct SpillPlan {
   std::vector<SpillMove> moves;
-  std::vector<Presence> presence;
+  // Where tensors are present after the moves: each residency cut at its gaps (the uses inside each piece).
+  std::vector<plan::Residency> presence;
   std::map<std::string, int64_t> peak_bytes;  // per on-chip memory, after the moves
   int64_t store_bytes = 0, reload_bytes = 0;  // per chunk
 };
