@@ -107,11 +107,10 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   }
   // The engine times of each task alone (its own entry), summed: D, V, M of the ideal bound.
   for (int k = 0; k < 2; ++k) {
-    for (const auto& [engine, us] : median[k].first.engine_busy_us) {
-      if (engine == "DMA") rep.dma_us += us;
-      else if (engine == "Vector" || engine == "HVX" || engine == "vector") rep.vector_us += us;
-      else if (engine == "Cube" || engine == "HMX" || engine == "matrix") rep.matrix_us += us;
-    }
+    std::map<Lane, double>& busy = median[k].first.lane_busy_us;
+    rep.dma_us += busy[Lane::kDma];
+    rep.vector_us += busy[Lane::kVector];
+    rep.matrix_us += busy[Lane::kMatrix];
   }
   const double mx = std::max({rep.dma_us, rep.vector_us, rep.matrix_us});
   rep.ideal = mx > 0 ? (rep.dma_us + rep.vector_us + rep.matrix_us) / mx : 1;

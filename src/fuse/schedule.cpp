@@ -92,6 +92,7 @@ GroupResult summarise(const GroupPlan& plan, const std::vector<Task>& tasks, con
     const PlannedStage& s = plan.stages[i];
     r.makespan_us = std::max(r.makespan_us, end_ns[i] / 1e3);
     r.engine_busy_us[lane_name.at(s.lane)] += (end_ns[i] - start_ns[i]) / 1e3;
+    r.lane_busy_us[s.lane] += (end_ns[i] - start_ns[i]) / 1e3;
     if (s.task >= 0) {
       const Stage& st = tasks[s.task].stages[s.stage];
       if (st.engine == EngineClass::kDma) r.gm_bytes += st.bytes;

@@ -50,7 +50,8 @@ struct GroupResult {
   int group = 0;
   double makespan_us = 0;
   std::vector<double> completion_us;  // per task, from the first dispatch
-  std::map<std::string, double> engine_busy_us;
+  std::map<std::string, double> engine_busy_us;  // per lane, by the executor's name for it
+  std::map<Lane, double> lane_busy_us;
   double gm_bytes = 0;
   // DMA time beyond each transfer's uncontended time: on the model, set-up plus bytes at the path's own
   // rate; on the host, the same stage's time when its task ran alone (run_pair). -1: not measured.
