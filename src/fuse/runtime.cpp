@@ -86,17 +86,17 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   // repetition with the median makespan.
   const int n_reps = ex == Executor::kModel ? 1 : std::max(1, reps);
   constexpr int kRuns = 6;  // alone A, alone B, groups 1..4
-  std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);
+  const std::vector<Task> alone[2] = {{rep.tasks[0]}, {rep.tasks[1]}};
+  std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);  // (result, trace)
   for (int r = 0; r < n_reps; ++r) {
     for (int k = 0; k < kRuns; ++k) {
-      const std::vector<Task> ts = k < 2 ? std::vector<Task>{rep.tasks[k]} : rep.tasks;
+      const std::vector<Task>& ts = k < 2 ? alone[k] : rep.tasks;
       const int g = k < 2 ? 1 : k - 1;
-      std::string* tr = g == 4 && k >= 2 && trace ? &runs[k].emplace_back().second : nullptr;
-      GroupResult res;
-      HANPU_RETURN_IF_ERROR(ex == Executor::kModel ? run_group(ts, d, g, &res, tr)
-                                                   : run_group_host(ts, g, capacity, &res, tr));
-      if (!tr) runs[k].emplace_back();
-      runs[k].back().first = std::move(res);
+      std::pair<GroupResult, std::string> run;
+      std::string* tr = trace && k == kRuns - 1 ? &run.second : nullptr;  // group 4's trace
+      HANPU_RETURN_IF_ERROR(ex == Executor::kModel ? run_group(ts, d, g, &run.first, tr)
+                                                   : run_group_host(ts, g, capacity, &run.first, tr));
+      runs[k].push_back(std::move(run));
     }
   }
   std::vector<std::pair<GroupResult, std::string>> median(kRuns);
@@ -129,7 +129,7 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
       g.dma_stall_us = std::max(0.0, extra);
     }
   }
-  if (trace) *trace = median[5].second;
+  if (trace) *trace = median[kRuns - 1].second;
   rep.e_effect = rep.groups[0].makespan_us / rep.groups[2].makespan_us;
   rep.a_effect = rep.groups[2].makespan_us / rep.groups[3].makespan_us;
   rep.gain_over_2 = rep.groups[1].makespan_us / rep.groups[3].makespan_us;
