@@ -59,34 +59,35 @@ class Costs {
  public:
   explicit Costs(const plan::Device& d) : d_(d) {}
 
-  Status task(const std::string& spec, const Task** t) {
-    auto it = tasks_.find(spec);
-    if (it == tasks_.end()) {
-      Task x;
-      HANPU_RETURN_IF_ERROR(build_task(spec, d_, on_chip_capacity(d_) / 2, &x));
-      GroupResult r;
-      HANPU_RETURN_IF_ERROR(run_group({x}, d_, 1, &r));
-      alone_[spec] = r.makespan_us;
-      // The dominant compute engine of its resource vector (what complementarity pairs).
-      dominant_[spec] = x.matrix_cycles > x.vector_cycles ? "matrix" : "vector";
-      it = tasks_.emplace(spec, std::move(x)).first;
-    }
-    *t = &it->second;
+  // What the policies know of one spec: its task, its time alone, and its dominant compute engine (the
+  // larger of the resource vector's matrix and vector cycles: what complementarity pairs).
+  struct Known {
+    Task task;
+    double alone_us = 0;
+    bool matrix_bound = false;
+  };
+
+  // Builds and times `spec` alone once.
+  Status add(const std::string& spec) {
+    if (known_.count(spec)) return Status::Ok();
+    Known k;
+    HANPU_RETURN_IF_ERROR(build_task(spec, d_, on_chip_capacity(d_) / 2, &k.task));
+    GroupResult r;
+    HANPU_RETURN_IF_ERROR(run_group({k.task}, d_, 1, &r));
+    k.alone_us = r.makespan_us;
+    k.matrix_bound = k.task.matrix_cycles > k.task.vector_cycles;
+    known_.emplace(spec, std::move(k));
     return Status::Ok();
   }
-  double alone(const std::string& spec) const { return alone_.at(spec); }
-  const std::string& dominant(const std::string& spec) const { return dominant_.at(spec); }
+  const Known& of(const std::string& spec) const { return known_.at(spec); }
 
-  // Completion of each task of the pair (a first), from the entry's start.
+  // Completion of each task of the pair (a first), from the entry's start; both specs added before.
   Status pair(const std::string& a, const std::string& b, std::pair<double, double>* done) {
     const auto key = std::make_pair(a, b);
     auto it = pairs_.find(key);
     if (it == pairs_.end()) {
-      const Task *ta, *tb;
-      HANPU_RETURN_IF_ERROR(task(a, &ta));
-      HANPU_RETURN_IF_ERROR(task(b, &tb));
       GroupResult r;
-      HANPU_RETURN_IF_ERROR(run_group({*ta, *tb}, d_, 4, &r));
+      HANPU_RETURN_IF_ERROR(run_group({of(a).task, of(b).task}, d_, 4, &r));
       it = pairs_.emplace(key, std::make_pair(r.completion_us[0], r.completion_us[1])).first;
     }
     *done = it->second;
@@ -95,9 +96,7 @@ class Costs {
 
  private:
   const plan::Device& d_;
-  std::map<std::string, Task> tasks_;
-  std::map<std::string, double> alone_;
-  std::map<std::string, std::string> dominant_;
+  std::map<std::string, Known> known_;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> pairs_;
 };
 
@@ -111,18 +110,12 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
   if (stream.empty()) return InvalidArgument("the stream has no tasks");
   Costs costs(d);
   const int64_t capacity = on_chip_capacity(d);
-  for (const StreamTask& s : stream) {
-    const Task* t;
-    HANPU_RETURN_IF_ERROR(costs.task(s.spec, &t));
-  }
-  auto region = [&](int i) {
-    const Task* t;
-    (void)costs.task(stream[i].spec, &t);
-    return t->on_chip_bytes;
-  };
+  for (const StreamTask& s : stream) HANPU_RETURN_IF_ERROR(costs.add(s.spec));
+  auto alone = [&](int i) { return costs.of(stream[i].spec).alone_us; };
   auto deadline = [&](int i) { return stream[i].deadline_us > 0 ? stream[i].arrival_us + stream[i].deadline_us : 1e300; };
   auto complementary = [&](int a, int b) {
-    return costs.dominant(stream[a].spec) != costs.dominant(stream[b].spec) && region(a) + region(b) <= capacity;
+    const Costs::Known &x = costs.of(stream[a].spec), &y = costs.of(stream[b].spec);
+    return x.matrix_bound != y.matrix_bound && x.task.on_chip_bytes + y.task.on_chip_bytes <= capacity;
   };
   const int n = static_cast<int>(stream.size());
   StreamResult r;
@@ -147,7 +140,7 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
       for (size_t q = 1; q < queue.size() && partner < 0; ++q) {
         const int p = queue[q];
         if (!complementary(h, p)) continue;
-        if (policy == "admission" && (stream[p].deadline_us > 0 || costs.alone(stream[p].spec) > cap_us)) continue;
+        if (policy == "admission" && (stream[p].deadline_us > 0 || alone(p) > cap_us)) continue;
         HANPU_RETURN_IF_ERROR(costs.pair(stream[h].spec, stream[p].spec, &done));
         if (policy == "pairing" && (now + done.first + stream[h].chain_us > deadline(h) ||
                                     now + done.second + stream[p].chain_us > deadline(p))) {
@@ -180,14 +173,14 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
       r.completion_us[partner] = now + done.second;
       now += std::max(done.first, done.second);
     } else {
-      now += costs.alone(stream[h].spec);
+      now += alone(h);
       r.completion_us[h] = now;
     }
   }
   double turnaround = 0;
   int with_deadline = 0, missed = 0;
   for (int i = 0; i < n; ++i) {
-    turnaround += (r.completion_us[i] - stream[i].arrival_us) / costs.alone(stream[i].spec);
+    turnaround += (r.completion_us[i] - stream[i].arrival_us) / alone(i);
     if (stream[i].deadline_us > 0) {
       ++with_deadline;
       missed += r.completion_us[i] + stream[i].chain_us > deadline(i) ? 1 : 0;
