@@ -68,15 +68,18 @@ class Builder {
     t_->dma_bytes += bytes;
     return add({std::move(name), EngineClass::kDma, store, 0, bytes, std::move(deps)}, std::move(run));
   }
+  // Compute stages in device cycles, or from the bytes a vector pass touches / the MACs of a product.
+  int compute(EngineClass e, std::string name, double cycles, std::vector<int> deps, Run run) {
+    (e == EngineClass::kVector ? t_->vector_cycles : t_->matrix_cycles) += cycles;
+    return add({std::move(name), e, false, cycles, 0, std::move(deps)}, std::move(run));
+  }
   int vector(std::string name, double bytes_touched, std::vector<int> deps, Run run) {
-    const double c = bytes_touched / d_.vector_bytes_per_cycle;
-    t_->vector_cycles += c;
-    return add({std::move(name), EngineClass::kVector, false, c, 0, std::move(deps)}, std::move(run));
+    return compute(EngineClass::kVector, std::move(name), bytes_touched / d_.vector_bytes_per_cycle, std::move(deps),
+                   std::move(run));
   }
   int matrix(std::string name, double macs, std::vector<int> deps, Run run) {
-    const double c = macs / d_.matrix_macs_per_cycle;
-    t_->matrix_cycles += c;
-    return add({std::move(name), EngineClass::kMatrix, false, c, 0, std::move(deps)}, std::move(run));
+    return compute(EngineClass::kMatrix, std::move(name), macs / d_.matrix_macs_per_cycle, std::move(deps),
+                   std::move(run));
   }
 
  private:
@@ -334,12 +337,10 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
       }
       for (const plan::Transform& tr : pl.layouts.transforms) {
         if (tr.before_op != i) continue;
-        const double bytes = tr.cost * d.vector_bytes_per_cycle;  // the transform's cycles as vector work
-        deps.push_back(b.vector("transform " + g.tensors[tr.tensor].name, bytes, deps, {}));
+        deps.push_back(b.compute(EngineClass::kVector, "transform " + g.tensors[tr.tensor].name, tr.cost, deps, {}));
       }
-      const double cycles = cm.op_cost(g, i, pl.layouts.op_layout[i]);
-      last = o.engine == plan::Engine::kMatrix ? b.matrix(o.name, cycles * d.matrix_macs_per_cycle, deps, {})
-                                               : b.vector(o.name, cycles * d.vector_bytes_per_cycle, deps, {});
+      last = b.compute(o.engine == plan::Engine::kMatrix ? EngineClass::kMatrix : EngineClass::kVector, o.name,
+                       cm.op_cost(g, i, pl.layouts.op_layout[i]), deps, {});
       for (int x : o.outputs) {
         made[x] = last;
         if (g.tensors[x].role == plan::Role::kOutput) {
