@@ -11,6 +11,12 @@ int64_t tensor_bytes(const Graph& g, int t, const Device& d) {
   return x.rows * x.cols * (state ? 4 : d.operand_bytes);
 }
 
+bool state_updated_in_place(const Graph& g) {
+  const std::vector<int> readers = g.consumers(g.state_in);
+  const int update = g.producer(g.state_out);
+  return update >= 0 && !readers.empty() && update == readers.back();
+}
+
 std::vector<Residency> residencies(const Graph& g, const Device& d) {
   const int n = static_cast<int>(g.ops.size());
   std::vector<Residency> out;
@@ -23,8 +29,7 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
   };
   const std::vector<int> sreaders = g.consumers(g.state_in);
   const int s_last_read = sreaders.empty() ? -1 : sreaders.back();
-  const int s_update = g.producer(g.state_out);
-  const bool in_place = s_update >= 0 && s_update == s_last_read;
+  const bool in_place = state_updated_in_place(g);
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
     const TensorNode& x = g.tensors[t];
     const int prod = g.producer(t);
@@ -89,9 +94,7 @@ std::map<std::string, std::vector<int64_t>> live_bytes(const Graph& g, const Dev
 
 LifetimeReport analyse_lifetimes(const Graph& g, const Device& d) {
   LifetimeReport rep;
-  const std::vector<int> sreaders = g.consumers(g.state_in);
-  const int s_update = g.producer(g.state_out);
-  rep.state_in_place = s_update >= 0 && !sreaders.empty() && s_update == sreaders.back();
+  rep.state_in_place = state_updated_in_place(g);
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
     // Materialised between kernels: written once, read once by each other kernel.
     const int prod = g.producer(t);

@@ -49,6 +49,8 @@ struct LifetimeReport {
 };
 
 int64_t tensor_bytes(const Graph& g, int t, const Device& d);
+// Whether the state update is S's last reader, so that S' can overwrite S (chunk-first order).
+bool state_updated_in_place(const Graph& g);
 // Every residency of the graph on the device, in tensor order (on-chip memories only).
 std::vector<Residency> residencies(const Graph& g, const Device& d);
 // Live bytes per on-chip memory at each step, from a list of residencies.
