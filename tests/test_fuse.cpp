@@ -67,7 +67,9 @@ TEST(Fuse, TheBarrierChangesOrderOnly) {
   const GroupResult &barrier = r.groups[2], &free = r.groups[3];
   EXPECT_EQ(barrier.engine_busy_us.size(), free.engine_busy_us.size());
   for (const auto& [engine, us] : barrier.engine_busy_us) {
-    if (engine != "DMA") EXPECT_NEAR(free.engine_busy_us.at(engine), us, 1e-9 * us) << engine;  // compute
+    if (engine != "DMA") {  // compute lanes
+      EXPECT_NEAR(free.engine_busy_us.at(engine), us, 1e-9 * us) << engine;
+    }
   }
   EXPECT_EQ(barrier.gm_bytes, free.gm_bytes);
   EXPECT_LE(free.makespan_us, barrier.makespan_us);
@@ -200,7 +202,9 @@ TEST(FuseHost, GroupsAndRefusal) {
     ASSERT_TRUE(run_group_host(ts, g, 4 << 20, &r).ok());
     EXPECT_GT(r.makespan_us, 0);
     EXPECT_LE(*std::max_element(r.completion_us.begin(), r.completion_us.end()), r.makespan_us + 1e-9);
-    if (g != 4) EXPECT_LT(r.completion_us[0], r.completion_us[1]);  // A before B unless concurrent
+    if (g != 4) {  // A before B unless concurrent
+      EXPECT_LT(r.completion_us[0], r.completion_us[1]);
+    }
     EXPECT_EQ(r.dma_stall_us, -1);
   }
   GroupResult r;
