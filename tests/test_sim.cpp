@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/event_sim.h"
+#include "plan/strategy.h"
 #include "sim/lower.h"
 
 #include <nlohmann/json.hpp>
@@ -128,7 +129,7 @@ TEST(SimLowering, EveryDeviceAndStrategyRespectsTheRoofline) {
     const plan::Device d = device(name);
     if (!d.has_sim) continue;
     for (Kind kind : {Kind::kGdn, Kind::kKda}) {
-      for (const std::string& s : sim_strategies()) {
+      for (const std::string& s : plan::names_of(plan::strategies())) {
         Workload w;
         w.kind = kind;
         w.heads = 12;
@@ -170,7 +171,7 @@ TEST(SimLowering, AblationStepsAndTrace) {
   w.tokens = 256;
   const plan::Device d = device("ascend-310p");
   std::map<std::string, SimRecord> rec;
-  for (const std::string& s : sim_ablation_steps()) ASSERT_TRUE(simulate_strategy(s, d, w, &rec[s]).ok()) << s;
+  for (const std::string& s : plan::names_of(plan::ablation_ladder())) ASSERT_TRUE(simulate_strategy(s, d, w, &rec[s]).ok()) << s;
   SimRecord hanpu;
   std::string trace;
   ASSERT_TRUE(simulate_strategy("hanpu", d, w, &hanpu, &trace).ok());

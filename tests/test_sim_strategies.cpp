@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/plan.h"
+#include "plan/strategy.h"
 #include "sim/lower.h"
 #include "sim/spill.h"
 
@@ -178,7 +179,7 @@ TEST(SimLowering, EveryStrategyIsDeterministic) {
       w.kind = kind;
       w.heads = 3;
       w.tokens = 200;  // a partial last chunk
-      for (const std::string& s : sim_strategies()) {
+      for (const std::string& s : plan::names_of(plan::strategies())) {
         const bool traced = name == "ascend-310p" && kind == Kind::kGdn;
         std::string ta, tb;
         const SimRecord a = simulate(s, d, w, traced ? &ta : nullptr), b = simulate(s, d, w, traced ? &tb : nullptr);

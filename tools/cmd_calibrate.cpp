@@ -1,12 +1,12 @@
 // hanpu calibrate [--out FILE] [--reps N]: measures this machine's engine kernels and writes the host
-// device description the planner reads (plan/calibrate.h).
+// device description the planner reads (exec/calibrate.h).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "commands.h"
-#include "plan/calibrate.h"
+#include "exec/calibrate.h"
 
 namespace hanpu::cli {
 

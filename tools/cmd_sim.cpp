@@ -11,6 +11,7 @@
 #include "bench/bench.h"
 #include "bench/plot.h"
 #include "commands.h"
+#include "plan/strategy.h"
 #include "sim/lower.h"
 
 namespace hanpu::cli {
@@ -24,7 +25,7 @@ struct SimArgs {
   std::vector<int64_t> heads;
   int64_t v_heads = 0, k = 0, v = 0, warmup_chunks = 2, segment_chunks = 0;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
-  std::vector<std::string> strategies = sim::sim_strategies();
+  std::vector<std::string> strategies = plan::names_of(plan::strategies());
 };
 
 int fail(const std::string& msg) {
@@ -85,7 +86,7 @@ int run(const SimArgs& a) {
       value_heads.push_back(a.v_heads > 0 ? a.v_heads : h);
     }
   }
-  const std::vector<std::string>& strategies = a.ablation ? sim::sim_ablation_steps() : a.strategies;
+  const std::vector<std::string>& strategies = a.ablation ? plan::names_of(plan::ablation_ladder()) : a.strategies;
   const size_t runs = devices.size() * value_heads.size() * a.tokens.size() * strategies.size();
   if (!a.trace_path.empty() && runs != 1) {
     return fail("--trace records one run: give one device, one head count, one token count and one strategy");

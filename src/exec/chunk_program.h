@@ -9,7 +9,8 @@
 // operand K o e^{G_last - G} either transposed in place (dense) or from a packed [K, L] panel (blocked).
 // Its other GEMMs have no transposed operand, so a row-major operand already is the panel the kernel
 // reads, and vector steps run on row-major rows: a plan with blocked vector steps (an NPU plan) is
-// rejected.
+// rejected. Steps are matched by their op code; check_graph has verified every step's operands against
+// the code's signature, so the engine's buffers are exactly the plan's edges.
 #pragma once
 
 #include <string>
@@ -20,28 +21,8 @@
 
 namespace hanpu {
 
-enum class StateOp {
-  kKe,        // Ke = diag(e^G) K                         (GEMM-first)
-  kKS,        // KS = Ke S
-  kQs,        // Qs = scale diag(e^G) Q
-  kQS,        // QS = Qs S
-  kR,         // R = diag(beta) (V - KS)
-  kVnFromTR,  // V' = T R
-  kKb,        // Kb = diag(beta e^G) K                    (FLA order)
-  kW,         // W = T Kb
-  kVb,        // Vb = diag(beta) V
-  kU,         // U = T Vb
-  kWS,        // WS = W S
-  kVnFromUWS, // V' = U - WS
-  kPV,        // PV = P V'
-  kO,         // O = QS + PV, stored
-  kKd,        // Kd = diag(e^{G_last - G}) K
-  kKtV,       // S' = diag(e^{G_last}) S + Kd^T V' (the update: KtV and S' run fused, at the KtV step)
-  kUpdate,    // the S' step: marks the update done (its arithmetic ran at kKtV)
-};
-
 struct ChunkProgram {
-  std::vector<StateOp> ops;  // the plan's state-dependent steps, in its order
+  std::vector<plan::OpCode> ops;  // the plan's state-dependent steps, in its order (S' is fused into KtV)
   bool packed_update = false;  // KtV's operand from a packed panel (the plan's layout of KtV: blocked)
   bool in_place = true;        // every read of S precedes the update: S' overwrites S
   std::string describe() const;  // e.g. "Ke KS Qs QS R V'=TR PV O Kd KtV S' (packed, in place)"

@@ -3,19 +3,116 @@
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 #include "plan/plan.h"
+#include "plan/strategy.h"
 
 namespace hanpu {
 
-const char* strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::kNative: return "native";
-    case Strategy::kFla: return "fla";
-    case Strategy::kFlaMegakernel: return "fla-megakernel";
-    case Strategy::kFlashQla: return "flashqla";
-    case Strategy::kHanpu: return "hanpu";
-  }
-  return "?";
+namespace {
+
+// The registry's entry of a public strategy (plan/strategy.h holds the names).
+const plan::StrategyInfo& registry_entry(Strategy s) {
+  return plan::strategies()[static_cast<std::size_t>(s)];
 }
+
+// The host's device description (the planner's cost model of this CPU), loaded once.
+Status host_device(const plan::Device** out) {
+  static plan::Device d;
+  static const Status st = plan::load_device("host", &d);
+  *out = &d;
+  return st;
+}
+
+plan::Shape shape_of(const Problem& p, int workers) {
+  plan::Shape sh;
+  for (const Sequence& s : p.seqs) sh.seq_tokens.push_back(s.len);
+  sh.C = p.opt.chunk_size;
+  sh.HV = p.HV;
+  sh.V = p.V;
+  sh.workers = workers;
+  return sh;
+}
+
+// The execution plan of a call without one: the strategy and switches of cfg on the host, with column
+// slices aligned to the GEMM's column block (bit-identical results for any thread count).
+Status plan_call(const Problem& p, const EngineConfig& cfg, int threads, plan::Plan* out) {
+  const plan::Device* host;
+  HANPU_RETURN_IF_ERROR(host_device(&host));
+  const plan::StrategyInfo& info = registry_entry(cfg.strategy);
+  plan::StrategyOptions so = info.opt;
+  if (so.dataflow == plan::Dataflow::kHeadLevel) {
+    so.tail_split = cfg.tail_split;
+    so.chunk_first = cfg.chunk_first;
+    so.gemm_first = cfg.gemm_first;
+    so.layout_plan = false;  // fixed layouts, the update's operand packed on request
+  }
+  plan::PlanOptions po;
+  po.C = p.opt.chunk_size;
+  po.K = p.K;
+  po.V = p.V;
+  po.packed_update = cfg.packed_operands;
+  plan::MapRequest req;
+  req.shape = shape_of(p, threads);
+  req.column_align = simd::gemm_column_block();
+  req.segment_chunks = cfg.segment_chunks;
+  req.chunk_parallel_fallback = cfg.chunk_parallel_fallback;
+  return plan::make_execution_plan(p.kind, *host, info.name, so, po, req, out);
+}
+
+// The phase sequences the executor implements (each strategy's dataflow, plan/strategy.cpp).
+enum class Executor { kHanpu, kMaterialising, kFlashQla };
+Status executor_of(const plan::Mapping& m, Executor* out) {
+  using W = plan::Work;
+  std::vector<W> works;
+  for (const plan::Phase& ph : m.phases) works.push_back(ph.work);
+  const std::vector<std::pair<std::vector<W>, Executor>> known = {
+      {{W::kHead}, Executor::kHanpu},
+      {{W::kPrepare, W::kStatePart}, Executor::kHanpu},
+      {{W::kLoad, W::kScores, W::kSolve, W::kWU, W::kRecurrence, W::kOutput}, Executor::kMaterialising},
+      {{W::kPrepareWU, W::kRecurrence, W::kOutput}, Executor::kMaterialising},
+      {{W::kPrepareWU, W::kWarmup, W::kHandOn, W::kSegment}, Executor::kFlashQla},
+  };
+  for (const auto& [seq, e] : known) {
+    if (seq == works) {
+      *out = e;
+      return Status::Ok();
+    }
+  }
+  std::string got;
+  for (W w : works) got += std::string(got.empty() ? "" : ", ") + plan::work_name(w);
+  return InvalidArgument("plan mapping: the CPU executor runs no dataflow with phases (" + got + ")");
+}
+
+// A given plan must be for this problem: kind, chunk size, dims, sequence lengths, value heads, threads.
+Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfig& cfg) {
+  auto mismatch = [](const char* what, const std::string& plan_v, const std::string& problem_v) {
+    return InvalidArgument(std::string("plan ") + what + " is " + plan_v + ", the problem's is " + problem_v);
+  };
+  if (!pl.has_mapping) return InvalidArgument("plan has no mapping (make it with hanpu plan --strategy ...)");
+  if (pl.kind != p.kind) return mismatch("kind", kind_name(pl.kind), kind_name(p.kind));
+  if (pl.opt.C != p.opt.chunk_size) return mismatch("chunk size", std::to_string(pl.opt.C), std::to_string(p.opt.chunk_size));
+  if (pl.opt.K != p.K) return mismatch("K", std::to_string(pl.opt.K), std::to_string(p.K));
+  if (pl.opt.V != p.V) return mismatch("V", std::to_string(pl.opt.V), std::to_string(p.V));
+  const plan::Shape want = shape_of(p, pl.mapping.shape.workers);
+  if (want.HV != pl.mapping.shape.HV) {
+    return mismatch("value heads", std::to_string(pl.mapping.shape.HV), std::to_string(want.HV));
+  }
+  if (want.seq_tokens != pl.mapping.shape.seq_tokens) {
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(v[i]);
+      return s + (v.size() > 8 ? ",..." : "") + " (" + std::to_string(v.size()) + " sequences)";
+    };
+    return mismatch("sequence lengths", list(pl.mapping.shape.seq_tokens), list(want.seq_tokens));
+  }
+  if (cfg.threads != 0 && cfg.threads != pl.mapping.shape.workers) {
+    return mismatch("worker count", std::to_string(pl.mapping.shape.workers), "threads=" + std::to_string(cfg.threads));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* strategy_name(Strategy s) { return registry_entry(s).name.c_str(); }
 
 const std::vector<Strategy>& all_strategies() {
   static const std::vector<Strategy> all = {Strategy::kNative, Strategy::kFla, Strategy::kFlaMegakernel,
@@ -33,29 +130,6 @@ bool parse_strategy(const std::string& name, Strategy* out) {
   return false;
 }
 
-Status hanpu_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* prog) {
-  if (cfg.plan) {
-    const plan::Plan& pl = *cfg.plan;
-    auto mismatch = [](const char* what, const std::string& plan_v, const std::string& problem_v) {
-      return InvalidArgument(std::string("plan ") + what + " is " + plan_v + ", the problem's is " + problem_v);
-    };
-    if (pl.kind != p.kind) return mismatch("kind", kind_name(pl.kind), kind_name(p.kind));
-    if (pl.opt.C != p.opt.chunk_size) return mismatch("chunk size", std::to_string(pl.opt.C), std::to_string(p.opt.chunk_size));
-    if (pl.opt.K != p.K) return mismatch("K", std::to_string(pl.opt.K), std::to_string(p.K));
-    if (pl.opt.V != p.V) return mismatch("V", std::to_string(pl.opt.V), std::to_string(p.V));
-    return compile_chunk_program(pl.graph, pl.layouts.op_layout, prog);
-  }
-  plan::GraphOptions go;
-  go.chunk_first = cfg.chunk_first;
-  go.gemm_first = cfg.gemm_first;
-  const plan::Graph g = plan::build_chunk_graph(p.kind, p.opt.chunk_size, p.K, p.V, go);
-  std::vector<plan::Layout> layouts(g.ops.size(), plan::Layout::kDense);
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    if (cfg.packed_operands && g.tensors[g.ops[i].outputs[0]].name == "KtV") layouts[i] = plan::Layout::kBlocked;
-  }
-  return compile_chunk_program(g, layouts, prog);
-}
-
 Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
                       RunStats* stats) {
   if (cfg.threads < 0) return InvalidArgument("threads must be >= 0, got " + std::to_string(cfg.threads));
@@ -68,24 +142,34 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   Problem p;
   HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kChunk, &p));
   HANPU_RETURN_IF_ERROR(validate_outputs(p, out, Mode::kChunk));
-  const int threads = ThreadPool::resolve(cfg.threads);
+  plan::Plan local;
+  const plan::Plan* pl = cfg.plan.get();
+  if (pl) {
+    HANPU_RETURN_IF_ERROR(check_plan_fits(*pl, p, cfg));
+  } else {
+    HANPU_RETURN_IF_ERROR(plan_call(p, cfg, ThreadPool::resolve(cfg.threads), &local));
+    pl = &local;
+  }
+  Executor ex;
+  HANPU_RETURN_IF_ERROR(executor_of(pl->mapping, &ex));
+  ChunkProgram prog;
+  if (ex == Executor::kHanpu) HANPU_RETURN_IF_ERROR(compile_chunk_program(pl->graph, pl->layouts.op_layout, &prog));
+  const int threads = pl->mapping.shape.workers;
   ThreadPool& pool = shared_pool(threads);
-  RunStats local;
-  RunStats* st = stats ? stats : &local;
+  RunStats local_stats;
+  RunStats* st = stats ? stats : &local_stats;
   *st = RunStats();
   st->threads = threads;
   st->simd_target = simd::target_name();
-  st->dataflow = strategy_name(cfg.strategy);
+  st->dataflow = pl->strategy;
   const Outputs o = with_strides(out);
-  if (cfg.strategy == Strategy::kHanpu) {
-    ChunkProgram prog;
-    HANPU_RETURN_IF_ERROR(hanpu_program(p, cfg, &prog));
-    run_hanpu(p, cfg, prog, pool, o, st);
-    st->chunk_program = prog.describe();
-  } else if (cfg.strategy == Strategy::kFlashQla) {
-    run_flashqla(p, cfg, pool, o, st);
-  } else {
-    run_materialising(p, cfg.strategy, pool, o, st);
+  switch (ex) {
+    case Executor::kHanpu:
+      run_hanpu(p, prog, pl->mapping, pool, o, st);
+      st->chunk_program = prog.describe();
+      break;
+    case Executor::kFlashQla: run_flashqla(p, cfg, pl->mapping, pool, o, st); break;
+    case Executor::kMaterialising: run_materialising(p, pl->mapping, pool, o, st); break;
   }
   return Status::Ok();
 }

@@ -29,27 +29,16 @@ struct Scratch {
   }
 };
 
-// The pool threads of a materialising strategy, each with its scratch and counters, and the static
-// split of a phase's items across them.
+// The pool threads of a materialising strategy, each with its scratch and counters.
 class Workers {
  public:
-  Workers(ThreadPool& pool, const Problem& p) : pool_(pool), cnt_(pool.size()) {
+  Workers(ThreadPool& pool, const Problem& p) : cnt_(pool.size()) {
     for (int t = 0; t < pool.size(); ++t) {
       ws_.push_back(std::make_unique<Scratch>(p.opt.chunk_size, p.K, p.V, p.gate_width()));
     }
   }
-  // Thread t's share of items [0, items): fn(item, scratch, counters).
-  template <typename Fn>
-  void phase(int t, int64_t items, const Fn& fn) {
-    int64_t b, e;
-    static_range(items, pool_.size(), t, &b, &e);
-    for (int64_t i = b; i < e; ++i) fn(i, *ws_[t], cnt_[t]);
-  }
-  // One parallel launch of a phase.
-  template <typename Fn>
-  void launch(int64_t items, const Fn& fn) {
-    pool_.run([&](int t) { phase(t, items, fn); });
-  }
+  Scratch& scratch(int t) { return *ws_[t]; }
+  Counters& counters(int t) { return cnt_[t]; }
   // Adds the counters and the scratch to the stats, with `materialised` bytes of shared intermediates.
   void report(int64_t materialised, RunStats* stats) const {
     stats->peak_workspace_bytes = materialised;
@@ -61,7 +50,6 @@ class Workers {
   }
 
  private:
-  ThreadPool& pool_;
   std::vector<std::unique_ptr<Scratch>> ws_;
   std::vector<Counters> cnt_;
 };
@@ -79,6 +67,7 @@ class Materialised {
     w_ = p.gate_width();
     for (int64_t n = 0; n < p.N; ++n) {
       const Sequence& s = p.seqs[n];
+      first_chunk_.push_back(static_cast<int64_t>(chunks_.size()));
       for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += C_) {
         chunks_.push_back({n, t0, std::min(C_, s.begin + s.len - t0), static_cast<int64_t>(chunks_.size())});
       }
@@ -99,6 +88,8 @@ class Materialised {
   }
 
   int64_t tasks() const { return static_cast<int64_t>(chunks_.size()) * HV_; }
+  // The task of chunk c of sequence n for value head hv (tasks are (global chunk, value head)).
+  int64_t task(int64_t n, int64_t c, int64_t hv) const { return (first_chunk_[n] + c) * HV_ + hv; }
   const std::vector<ChunkRef>& chunks() const { return chunks_; }
   // A bound on the log of the chunk's state-map norm, sum over tokens of max_d g[d], recorded by fused_wu.
   double chunk_log_decay(int64_t task) const { return log_decay_[task]; }
@@ -225,9 +216,7 @@ class Materialised {
     const int64_t L = chunks_[task / HV_].L;
     simd::scale_rows(L, K_, in.k.data(), K_, in.eg.data(), w_, in.beta.data(), ws.KQ.data(), K_);
     lower_times(L, K_, T, C_, ws.KQ.data(), K_, false, W_.data() + task * C_ * K_, K_, c);
-    for (int64_t i = 0; i < L; ++i) {
-      for (int64_t j = 0; j < V_; ++j) ws.X[i * V_ + j] = in.beta[i] * in.v[i * V_ + j];
-    }
+    simd::scale_rows(L, V_, in.v.data(), V_, in.beta.data(), 1, nullptr, ws.X.data(), V_);  // diag(beta) V
     lower_times(L, V_, T, C_, ws.X.data(), V_, false, U_.data() + task * C_ * V_, V_, c);
     c.traffic_bytes += L * (K_ + V_) * 4;  // W, U written
   }
@@ -237,6 +226,7 @@ class Materialised {
   const bool native_;
   int64_t C_, K_, V_, HV_, w_;
   std::vector<ChunkRef> chunks_;
+  std::vector<int64_t> first_chunk_;  // global index of each sequence's first chunk
   std::vector<float> W_, U_, Vn_, H_, A_, T_;
   std::vector<double> log_decay_;
   std::vector<ChunkInputs> inputs_;

@@ -5,16 +5,18 @@
 #include "exec/chunk_program.h"
 #include "exec/thread_pool.h"
 #include "hanpu/engine.h"
+#include "plan/mapping.h"
 
 namespace hanpu {
 
-// The chunk program the hanpu strategy runs: cfg.plan's (checked against the problem) or the switches'.
-Status hanpu_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* prog);
-void run_hanpu(const Problem& p, const EngineConfig& cfg, const ChunkProgram& prog, ThreadPool& pool, const Outputs& out,
+// The executors of an execution plan's mapping (the pool's size is the mapping's workers). hanpu: the
+// head-level works (head, or prepare + state-part) running the plan's chunk program.
+void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
                RunStats* stats);
 // native, fla and fla-megakernel (strategy_fla.cpp).
-void run_materialising(const Problem& p, Strategy strategy, ThreadPool& pool, const Outputs& out, RunStats* stats);
-void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats);
+void run_materialising(const Problem& p, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out, RunStats* stats);
+void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
+                  RunStats* stats);
 
 // Splits `items` into `parts` contiguous ranges; part i gets [begin, end).
 inline void static_range(int64_t items, int parts, int i, int64_t* begin, int64_t* end) {

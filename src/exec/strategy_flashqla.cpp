@@ -12,9 +12,8 @@
 // FlashQLA uses e^-10, which drops state contributions of relative size ~4.5e-5 (NMSE ~2e-9, above the
 // 1e-10 fp32 bar of DESIGN.md §1); hanpu's default is e^-25 (~1.4e-11). Like FlashQLA, the bound assumes
 // the delta-rule step is non-expanding (beta |k|^2 <= 2, e.g. l2-normalised keys).
-#include <cmath>
-
 #include "exec/materialised.h"
+#include "exec/phase_runner.h"
 
 namespace hanpu {
 
@@ -24,23 +23,14 @@ struct Segment {
   int64_t n, first, count;  // sequence, first global chunk, chunks
 };
 
-// FlashQLA's segment length rule, max(4, 2^round(log2(3 sqrt(HV * chunks / workers)))), with threads
-// in place of SMs.
-int64_t segment_length(int64_t HV, int64_t chunks, int threads) {
-  const double x = 3.0 * std::sqrt(static_cast<double>(HV) * static_cast<double>(chunks) / threads);
-  return std::max<int64_t>(4, int64_t{1} << static_cast<int>(std::lround(std::log2(std::max(1.0, x)))));
-}
-
 }  // namespace
 
-void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, const Outputs& out, RunStats* stats) {
-  const int threads = pool.size();
+void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
+                  RunStats* stats) {
   const int64_t K = p.K, V = p.V, HV = p.HV;
   Materialised m(p, false, false);
   const std::vector<ChunkRef>& chunks = m.chunks();
-  const int64_t lseg = cfg.segment_chunks > 0
-                           ? cfg.segment_chunks
-                           : segment_length(HV, static_cast<int64_t>(chunks.size()), threads);
+  const int64_t lseg = mp.segment_chunks;  // the plan's segments (FlashQLA's rule unless set)
   std::vector<Segment> segs;
   std::vector<int64_t> first_seg(p.N + 1, 0);  // segments of sequence n: [first_seg[n], first_seg[n + 1])
   for (int64_t n = 0, c = 0; n < p.N; ++n) {
@@ -56,13 +46,11 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
   std::vector<float> ht(NS * HV * K * V), h0(NS * HV * K * V), M(NS * HV * K * K);
   std::vector<char> fallback(NS * HV, 0);
   Workers w(pool, p);
-  // 1. W, U and chunk decays.
-  w.launch(m.tasks(), [&](int64_t i, Scratch& s, Counters& c) { m.fused_wu(i, s, c); });
-  // 2. Warm-up end states (every segment but the last of its sequence), and transition matrices.
-  w.launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+  // 2. Warm-up end states (every segment but the last of its sequence: the plan maps no warm-up there,
+  //    the last segment's end is the final state), and transition matrices.
+  auto warmup = [&](int64_t i, Scratch& s, Counters& c) {
     const Segment& sg = segs[i / HV];
     const int64_t hv = i % HV;
-    if (i / HV + 1 == first_seg[sg.n + 1]) return;  // the last segment's end is the final state: phase 4
     int64_t wc = 0;
     double decay = 0;
     while (wc < sg.count && decay >= cfg.flashqla_log_threshold) {
@@ -79,9 +67,9 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
     std::fill(mat, mat + K * K, 0.0f);
     for (int64_t d = 0; d < K; ++d) mat[d * K + d] = 1.0f;
     for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, mat, K, false, c);
-  });
+  };
   // 3. Serial correction of segment initial states, per (sequence, value head).
-  w.launch(p.N * HV, [&](int64_t u, Scratch&, Counters& c) {
+  auto hand_on = [&](int64_t u, Counters& c) {
     const int64_t n = u / HV, hv = u % HV;
     for (int64_t g = first_seg[n]; g < first_seg[n + 1]; ++g) {
       float* h = h0.data() + (g * HV + hv) * K * V;
@@ -103,9 +91,9 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
         std::copy(e, e + K * V, h);
       }
     }
-  });
+  };
   // 4. Fused recurrence and output per (segment, value head), from the corrected initial states.
-  w.launch(NS * HV, [&](int64_t i, Scratch& s, Counters& c) {
+  auto segment = [&](int64_t i, Scratch& s, Counters& c) {
     const Segment& sg = segs[i / HV];
     const int64_t hv = i % HV;
     float* S = s.S.data();
@@ -117,6 +105,22 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, ThreadPool& pool, c
       m.output_from(c0 * HV + hv, s, state_in.data(), vn.data(), c, out);
     }
     if (i / HV + 1 == first_seg[sg.n + 1] && out.final_state) store_state(p, *out.final_state, sg.n, hv, S);
+  };
+  // The plan's phases: 1. W, U and chunk decays per chunk, then 2-4 above.
+  const PhaseRunner runner(mp);
+  runner.run(pool, 0, static_cast<int>(mp.phases.size()), [&](int ph, int t, const plan::WorkItem& it) {
+    Scratch& s = w.scratch(t);
+    Counters& c = w.counters(t);
+    const int64_t seg_index = (first_seg[it.seq] + it.chunk0 / lseg) * HV + it.hv;
+    switch (mp.phases[ph].work) {
+      case plan::Work::kPrepareWU:
+        for (int64_t ch = it.chunk0; ch < it.chunk0 + it.chunks; ++ch) m.fused_wu(m.task(it.seq, ch, it.hv), s, c);
+        break;
+      case plan::Work::kWarmup: warmup(seg_index, s, c); break;
+      case plan::Work::kHandOn: hand_on(it.seq * HV + it.hv, c); break;
+      case plan::Work::kSegment: segment(seg_index, s, c); break;
+      default: break;  // refused up front
+    }
   });
   // Empty sequences have no segment: their final state is their initial state.
   for (int64_t n = 0; n < p.N && out.final_state; ++n) {

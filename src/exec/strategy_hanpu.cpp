@@ -4,8 +4,9 @@
 // chunk intermediate in a per-thread workspace sized for its cache (chunk buffers about 0.5 MiB at C = 64,
 // K = V = 128, plus up to 0.5 MiB of states when a thread runs several heads in lockstep, see run_group):
 // nothing of size [T, ...] is written to memory. Heads are dealt to threads statically; the heads left
-// over after the full rounds ("tail heads") are split column-wise along V over the otherwise idle threads,
-// each recomputing the chunk's L x L work for its own columns, so no cross-thread reduction is needed.
+// over after the full rounds ("tail heads") may be split column-wise along V, each slice recomputing the
+// chunk's L x L work for its own columns, so no cross-thread reduction is needed. Which thread runs which
+// (head, column slice) is the execution plan's mapping (plan/strategy.cpp), not decided here.
 //
 // Per chunk it runs a plan's steps (exec/chunk_program.h); by default the plan built from the switches of
 // EngineConfig. The GEMM-first order (T factored out of W):
@@ -16,6 +17,9 @@
 #include <algorithm>
 #include <memory>
 
+#include <map>
+
+#include "exec/phase_runner.h"
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
@@ -52,13 +56,13 @@ struct HeadWorkspace {
 
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
   void fit(const ChunkProgram& prog, int64_t vmax) {
-    auto uses = [&](StateOp op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
-    Qs.resize(uses(StateOp::kQs) ? C * K : 0);
-    Kd.resize(uses(StateOp::kKd) && !prog.packed_update ? C * K : 0);
-    Vb.resize(uses(StateOp::kVb) ? C * V : 0);
+    auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
+    Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
+    Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
+    Vb.resize(uses(plan::OpCode::kVb) ? C * V : 0);
     // P V' before Q S (a plan may order them so) needs its own buffer.
-    const auto pv = std::find(prog.ops.begin(), prog.ops.end(), StateOp::kPV);
-    const auto qs = std::find(prog.ops.begin(), prog.ops.end(), StateOp::kQS);
+    const auto pv = std::find(prog.ops.begin(), prog.ops.end(), plan::OpCode::kPV);
+    const auto qs = std::find(prog.ops.begin(), prog.ops.end(), plan::OpCode::kQS);
     PV.resize(pv < qs ? C * V : 0);
     S_next.resize(prog.in_place ? 0 : K * vmax);
   }
@@ -108,31 +112,27 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   const float* e = in.eg.data();
   float* dst = prog.in_place ? S : ws.S_next.data();
   bool qs_done = false, pv_in_o = false;
-  for (StateOp op : prog.ops) {
+  for (plan::OpCode op : prog.ops) {
     switch (op) {
-      case StateOp::kKe: simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K); break;
-      case StateOp::kKS: gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
-      case StateOp::kQs: simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K); break;
-      case StateOp::kQS:
+      case plan::OpCode::kKe: simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K); break;
+      case plan::OpCode::kKS: gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
+      case plan::OpCode::kQs: simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K); break;
+      case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
         gemm(L, Vc, K, ws.Qs.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
         qs_done = true;
         break;
-      case StateOp::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
-      case StateOp::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
-      case StateOp::kKb: simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K); break;
-      case StateOp::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
-      case StateOp::kVb:
-        for (int64_t i = 0; i < L; ++i) {
-          for (int64_t j = 0; j < Vc; ++j) ws.Vb[i * Vc + j] = in.beta[i] * in.v[i * Vc + j];
-        }
-        break;
-      case StateOp::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
-      case StateOp::kWS: gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
-      case StateOp::kVnFromUWS:
+      case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
+      case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case plan::OpCode::kKb: simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K); break;
+      case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
+      case plan::OpCode::kVb: simd::scale_rows(L, Vc, in.v.data(), Vc, in.beta.data(), 1, nullptr, ws.Vb.data(), Vc); break;
+      case plan::OpCode::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case plan::OpCode::kWS: gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
+      case plan::OpCode::kVnFromUWS:
         for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
         break;
-      case StateOp::kPV:
+      case plan::OpCode::kPV:
         if (qs_done) {  // O += P V', accumulated onto QS
           lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);
           pv_in_o = true;
@@ -140,17 +140,17 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
           lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt);
         }
         break;
-      case StateOp::kO:
+      case plan::OpCode::kO:
         if (!pv_in_o) {
           for (int64_t k = 0; k < L * Vc; ++k) ws.O[k] += ws.PV[k];
         }
         for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
         cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
         break;
-      case StateOp::kKd:
+      case plan::OpCode::kKd:
         if (!prog.packed_update) simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
         break;
-      case StateOp::kKtV:
+      case plan::OpCode::kKtV:
         simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
         if (prog.packed_update) {  // (K o e^{G_last - G})^T packed into a [K, L] panel
           pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
@@ -159,7 +159,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
           gemm_tn(K, Vc, L, ws.Kd.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
         }
         break;
-      case StateOp::kUpdate: break;  // ran fused at kKtV
+      default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }
   }
   if (!prog.in_place) std::copy(dst, dst + K * Vc, S);
@@ -190,40 +190,6 @@ void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group
     }
     cnt.traffic_bytes += KV * 4;
   }
-}
-
-// Static assignment: the full rounds of whole heads as one contiguous block of (sequence, head) units per
-// thread; then the tail heads, each split along V (at multiples of the GEMM column block, for
-// bit-identical results) over the threads t with t % R == r. Without tail splitting every unit is dealt
-// whole, in contiguous blocks.
-std::vector<std::vector<Work>> assign(const Problem& p, const EngineConfig& cfg, int threads) {
-  std::vector<std::vector<Work>> plan(threads);
-  const int64_t units = p.N * p.HV;
-  const int64_t full = cfg.tail_split ? units / threads * threads : units;
-  for (int t = 0; t < threads; ++t) {
-    int64_t b, e;
-    static_range(full, threads, t, &b, &e);
-    for (int64_t u = b; u < e; ++u) plan[t].push_back({u / p.HV, u % p.HV, 0, p.V});
-  }
-  const int64_t tail = units - full;
-  if (tail == 0) return plan;
-  const int64_t cb = simd::gemm_column_block();
-  const int64_t blocks = (p.V + cb - 1) / cb;
-  for (int64_t r = 0; r < tail; ++r) {
-    const int64_t u = full + r;
-    std::vector<int> group;
-    for (int t = 0; t < threads; ++t) {
-      if (t % tail == r) group.push_back(t);
-    }
-    const int g = static_cast<int>(group.size());
-    for (int j = 0; j < g; ++j) {
-      int64_t b0, b1;
-      static_range(blocks, g, j, &b0, &b1);
-      const int64_t c0 = b0 * cb, c1 = std::min(p.V, b1 * cb);
-      if (c1 > c0) plan[group[j]].push_back({u / p.HV, u % p.HV, c0, c1 - c0});
-    }
-  }
-  return plan;
 }
 
 }  // namespace
@@ -278,82 +244,74 @@ void run_heads(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
   });
 }
 
-// Extreme tails (far fewer head slices than threads): every thread first prepares chunks of any head (the
-// state-independent #1-#3 and P, stored per chunk), then each head's owner runs the state-dependent
-// part over its chunks in order. Both halves are the normal path's functions, so the results are
-// bit-identical to it; the price is a workspace that grows with T.
-int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
-                           const std::vector<std::vector<Work>>& plan, const RowLoader<float>& rows,
-                           const Outputs& out, std::vector<Counters>& counters, std::vector<int64_t>& ws_bytes) {
-  struct Task {
-    const Work* wk;
-    int64_t t0;
-  };
-  std::vector<Task> tasks;  // every chunk of every head slice, grouped by head slice in plan order
+// Extreme tails (the plan's prepare and state-part phases): every worker first prepares its chunks of any
+// head (the state-independent #1-#3 and P, stored per chunk), then each head's owner runs the
+// state-dependent part over its chunks in order. Both halves are the normal path's functions, so the
+// results are bit-identical to it; the price is a workspace that grows with T.
+int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool,
+                           const RowLoader<float>& rows, const Outputs& out, std::vector<Counters>& counters,
+                           std::vector<int64_t>& ws_bytes) {
+  const PhaseRunner runner(mp);
+  const auto ranges = mp.phase_ranges();
+  // Prepared chunks by (unit, first column): one slot per chunk, filled by the prepare phase.
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<PreparedChunk>>> prepared;
   int64_t vmax = 0;
-  for (const auto& mine : plan) {
-    for (const Work& wk : mine) {
-      const Sequence& s = p.seqs[wk.n];
-      for (int64_t t0 = s.begin; t0 < s.begin + s.len; t0 += p.opt.chunk_size) tasks.push_back({&wk, t0});
-      vmax = std::max(vmax, wk.Vc);
+  for (std::size_t i = ranges[0].first; i < ranges[0].second; ++i) {
+    const plan::WorkItem& it = mp.items[i];
+    auto& slots = prepared[{it.seq * p.HV + it.hv, it.col0}];
+    slots.resize(mp.shape.chunks(it.seq));
+    for (int64_t c = it.chunk0; c < it.chunk0 + it.chunks; ++c) {
+      slots[c] = std::make_unique<PreparedChunk>(p.opt.chunk_size, p.K, it.cols, p.gate_width());
     }
+    vmax = std::max(vmax, it.cols);
   }
-  std::vector<std::unique_ptr<PreparedChunk>> prepared(tasks.size());
-  const int threads = pool.size();
-  pool.run([&](int t) {
-    int64_t b, e;
-    static_range(static_cast<int64_t>(tasks.size()), threads, t, &b, &e);
-    if (b == e) return;
+  runner.run(pool, 0, 1, [&](int, int t, const plan::WorkItem& it) {
     HeadWorkspace& ws = thread_workspace(p, vmax);
-    for (int64_t i = b; i < e; ++i) {
-      const Work& wk = *tasks[i].wk;
-      prepared[i] = std::make_unique<PreparedChunk>(p.opt.chunk_size, p.K, wk.Vc, p.gate_width());
-      prepare_chunk(p, rows, wk, chunk_at(p, wk, tasks[i].t0), *prepared[i], ws, counters[t]);
+    const Work wk{it.seq, it.hv, it.col0, it.cols};
+    auto& slots = prepared[{it.seq * p.HV + it.hv, it.col0}];
+    for (int64_t c = it.chunk0; c < it.chunk0 + it.chunks; ++c) {
+      prepare_chunk(p, rows, wk, chunk_at(p, wk, p.seqs[it.seq].begin + c * p.opt.chunk_size), *slots[c], ws, counters[t]);
     }
   });
-  pool.run([&](int t) {
-    if (plan[t].empty()) return;
+  runner.run(pool, 1, 2, [&](int, int t, const plan::WorkItem& it) {
     HeadWorkspace& ws = thread_workspace(p, vmax);
     ws.states.resize(p.K * vmax);
     ws.fit(prog, vmax);
     ws_bytes[t] = ws.bytes();
     float* S = ws.states.data();
-    for (const Work& wk : plan[t]) {
-      begin_head(p, wk, S, counters[t]);
-      for (std::size_t i = 0; i < tasks.size(); ++i) {
-        if (tasks[i].wk != &wk) continue;
-        state_chunk(p, wk, prog, *prepared[i], chunk_at(p, wk, tasks[i].t0), ws, S, out, counters[t]);
-      }
-      if (out.final_state) store_state(p, *out.final_state, wk.n, wk.hv, S, wk.c0, wk.Vc);
+    const Work wk{it.seq, it.hv, it.col0, it.cols};
+    begin_head(p, wk, S, counters[t]);
+    const auto& slots = prepared[{it.seq * p.HV + it.hv, it.col0}];
+    for (int64_t c = 0; c < it.chunks; ++c) {
+      state_chunk(p, wk, prog, *slots[c], chunk_at(p, wk, p.seqs[it.seq].begin + c * p.opt.chunk_size), ws, S, out, counters[t]);
     }
+    if (out.final_state) store_state(p, *out.final_state, wk.n, wk.hv, S, wk.c0, wk.Vc);
   });
   int64_t bytes = 0;
-  for (const auto& pc : prepared) bytes += pc->bytes();
+  for (const auto& [key, slots] : prepared) {
+    for (const auto& pc : slots) bytes += pc->bytes();
+  }
   return bytes;
 }
 
 }  // namespace
 
-void run_hanpu(const Problem& p, const EngineConfig& cfg, const ChunkProgram& prog, ThreadPool& pool, const Outputs& out,
+void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
                RunStats* stats) {
   const int threads = pool.size();
-  const std::vector<std::vector<Work>> plan = assign(p, cfg, threads);
   const RowLoader<float> rows(p);
   std::vector<Counters> counters(threads);
   std::vector<int64_t> ws_bytes(threads, 0);
-  // Extreme tail: at most half the threads would have a head slice, and some head has several chunks.
-  int64_t items = 0, most_chunks = 0;
-  for (const auto& mine : plan) {
-    items += static_cast<int64_t>(mine.size());
-    for (const Work& wk : mine) {
-      most_chunks = std::max(most_chunks, (p.seqs[wk.n].len + p.opt.chunk_size - 1) / p.opt.chunk_size);
-    }
-  }
-  const bool fallback = cfg.chunk_parallel_fallback && 2 * items <= threads && most_chunks >= 2;
+  const bool fallback = mp.phases[0].work == plan::Work::kPrepare;
   int64_t stored = 0;
   if (fallback) {
-    stored = run_chunk_parallel(p, prog, pool, plan, rows, out, counters, ws_bytes);
+    stored = run_chunk_parallel(p, prog, mp, pool, rows, out, counters, ws_bytes);
   } else {
+    const PhaseRunner runner(mp);
+    std::vector<std::vector<Work>> plan(threads);
+    for (int t = 0; t < threads; ++t) {
+      for (const plan::WorkItem* it : runner.items(0, t)) plan[t].push_back({it->seq, it->hv, it->col0, it->cols});
+    }
     run_heads(p, prog, pool, plan, rows, out, counters, ws_bytes);
   }
   if (!stats) return;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/calibrate.h"
+#include "core/json_reader.h"
 
 namespace hanpu::plan {
 
@@ -32,80 +32,130 @@ std::vector<std::string> shipped_devices() {
   for (const auto& e : std::filesystem::directory_iterator(devices_dir(), ec)) {
     if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
   }
+  for (const auto& [name, text] : embedded_devices()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
   std::sort(names.begin(), names.end());
   return names;
 }
 
+std::string calibrated_host_path() {
+  if (const char* p = std::getenv("HANPU_HOST_DEVICE")) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/hanpu/host.json";
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/hanpu/host.json";
+  return "host-calibrated.json";
+}
+
 namespace {
 
-// Reads fields of one JSON object, building "a.b.c" paths for error messages. The first error sticks.
-class Reader {
- public:
-  Reader(const json& j, std::string path, Status* st) : j_(j), path_(std::move(path)), st_(st) {}
-
-  Reader child(const char* key) const {
-    static const json kNull;
-    const std::string p = join(key);
-    if (!ok()) return Reader(kNull, p, st_);
-    if (!j_.is_object() || !j_.contains(key)) {
-      fail(p + ": missing");
-      return Reader(kNull, p, st_);
-    }
-    return Reader(j_.at(key), p, st_);
-  }
-
-  std::string str(const char* key) const {
-    Reader r = child(key);
-    if (!ok()) return "";
-    if (!r.j_.is_string() || r.j_.get<std::string>().empty()) {
-      fail(r.path_ + ": expected a non-empty string");
-      return "";
-    }
-    return r.j_.get<std::string>();
-  }
-
-  // A sourced number {"value": x, "source": "..."}; `positive` rejects x <= 0.
-  double number(const char* key, bool positive = true) const {
-    Reader r = child(key);
-    if (!ok()) return 0;
-    r.str("source");
-    Reader v = r.child("value");
-    if (!ok()) return 0;
-    if (!v.j_.is_number() || (positive && !(v.j_.get<double>() > 0))) {
-      fail(v.path_ + (positive ? ": expected a positive number" : ": expected a number"));
-      return 0;
-    }
-    return v.j_.get<double>();
-  }
-
-  bool flag(const char* key) const {
-    Reader r = child(key);
-    if (!ok()) return false;
-    r.str("source");
-    Reader v = r.child("value");
-    if (!ok()) return false;
-    if (!v.j_.is_boolean()) {
-      fail(v.path_ + ": expected true or false");
-      return false;
-    }
-    return v.j_.get<bool>();
-  }
-
-  const json& raw() const { return j_; }
-  const std::string& path() const { return path_; }
-  bool ok() const { return st_->ok(); }
-  void fail(const std::string& msg) const {
-    if (ok()) *st_ = InvalidArgument(msg);
-  }
-
- private:
-  std::string join(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
-  const json& j_;
-  std::string path_;
-  Status* st_;
-};
-
 int64_t as_int(double x) { return static_cast<int64_t>(x); }
+
+Status read_text(const std::string& path, std::string* text) {
+  std::ifstream f(path);
+  if (!f) return NotFound("device file " + path + " cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *text = ss.str();
+  return Status::Ok();
+}
+
+// A shipped description's text: the devices directory's file, else the copy compiled in.
+Status shipped_text(const std::string& name, std::string* text) {
+  if (read_text(devices_dir() + "/" + name + ".json", text).ok()) return Status::Ok();
+  for (const auto& [n, t] : embedded_devices()) {
+    if (n == name) {
+      *text = t;
+      return Status::Ok();
+    }
+  }
+  return NotFound("no shipped device '" + name + "'");
+}
+
+// A description with "base": NAME is the shipped description NAME with this document's fields merged over
+// it (RFC 7386 merge patch: objects merge field by field, anything else replaces). Bases may not chain.
+Status resolve_base(json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("base")) return Status::Ok();
+  if (!j["base"].is_string()) return InvalidArgument(origin + ": base: expected the name of a shipped device");
+  const std::string name = j["base"].get<std::string>();
+  std::string text;
+  const Status st = shipped_text(name, &text);
+  if (!st.ok()) return InvalidArgument(origin + ": base: unknown device '" + name + "'");
+  json base;
+  try {
+    base = json::parse(text);
+  } catch (const json::exception& e) {
+    return InvalidArgument(origin + ": base '" + name + "' is not JSON: " + e.what());
+  }
+  if (base.is_object() && base.contains("base")) return InvalidArgument(origin + ": base '" + name + "' has a base itself");
+  j.erase("base");
+  base.merge_patch(j);
+  j = std::move(base);
+  return Status::Ok();
+}
+
+void read_memories(const JsonReader& r, Device& d) {
+  const json& mems = r.array("memories", true);
+  for (std::size_t i = 0; r.ok() && i < mems.size(); ++i) {
+    const JsonReader m(mems[i], "memories[" + std::to_string(i) + "]", r);
+    Memory mem;
+    mem.name = m.str("name", true);
+    mem.bytes = as_int(m.sourced_number("bytes"));
+    mem.on_chip = m.flag("on_chip");
+    if (r.ok() && d.memory(mem.name)) m.fail_at("name", "duplicate memory '" + mem.name + "'");
+    d.memories.push_back(mem);
+  }
+}
+
+void read_placement(const JsonReader& r, Device& d) {
+  const JsonReader pl = r.child("placement");
+  pl.str("source", true);
+  const std::pair<const char*, std::string*> places[] = {
+      {"vector_operands", &d.vector_mem}, {"matrix_operands", &d.matrix_operand_mem},
+      {"matrix_results", &d.matrix_result_mem}, {"state", &d.state_mem}, {"materialised", &d.materialised_mem},
+      {"matrix_left", &d.matrix_left_mem}, {"matrix_right", &d.matrix_right_mem}};
+  for (const auto& [key, dst] : places) {
+    // The buffers the matrix unit reads its operands from (Ascend's L0A / L0B) are optional.
+    const bool optional = std::string(key).starts_with("matrix_left") || std::string(key).starts_with("matrix_right");
+    if (!r.ok() || (optional && !pl.raw().contains(key))) continue;
+    *dst = pl.str(key, true);
+    if (r.ok() && !d.memory(*dst)) pl.fail_at(key, "'" + *dst + "' is not one of the memories");
+  }
+}
+
+void read_sim(const JsonReader& r, Device& d) {
+  const JsonReader sx = r.child("sim");
+  d.has_sim = true;
+  SimParams& s = d.sim;
+  s.global_gbps = sx.sourced_number("global_gbps");
+  s.global_read_bytes_per_cycle = sx.sourced_number("global_read_bytes_per_cycle");
+  s.global_write_bytes_per_cycle = sx.sourced_number("global_write_bytes_per_cycle");
+  s.l1_to_l0_bytes_per_cycle = sx.sourced_number("l1_to_l0_bytes_per_cycle");
+  s.l0c_to_ub_bytes_per_cycle = sx.sourced_number("l0c_to_ub_bytes_per_cycle");
+  s.transfer_setup_cycles = sx.sourced_number("transfer_setup_cycles", false);
+  s.launch_overhead_us = sx.sourced_number("launch_overhead_us", false);
+  s.barrier_us = sx.sourced_number("barrier_us", false);
+  s.l0c_to_ub_via_vector = sx.sourced_flag("l0c_to_ub_via_vector");
+  const JsonReader q = sx.child("queues");
+  q.str("source", true);
+  const std::pair<const char*, std::string*> queues[] = {
+      {"load", &s.queues.load},     {"store", &s.queues.store},   {"matrix_load", &s.queues.matrix_load},
+      {"matrix", &s.queues.matrix}, {"matrix_out", &s.queues.matrix_out}, {"vector", &s.queues.vector},
+      {"control", &s.queues.control}};
+  for (const auto& [key, dst] : queues) *dst = q.str(key, true);
+  if (s.l0c_to_ub_via_vector) s.queues.matrix_out = s.queues.vector;
+  const JsonReader ex = sx.child("energy");
+  s.pj_per_mac = ex.sourced_number("pj_per_mac");
+  s.pj_per_vector_cycle = ex.sourced_number("pj_per_vector_cycle");
+  s.pj_per_global_byte = ex.sourced_number("pj_per_global_byte");
+  s.pj_per_on_chip_byte = ex.sourced_number("pj_per_on_chip_byte");
+  s.static_w = ex.sourced_number("static_w", false);
+  for (const auto& [field, v] : {std::pair<const char*, double>{"sim.transfer_setup_cycles", s.transfer_setup_cycles},
+                                 {"sim.launch_overhead_us", s.launch_overhead_us},
+                                 {"sim.barrier_us", s.barrier_us},
+                                 {"sim.energy.static_w", s.static_w}}) {
+    if (r.ok() && v < 0) r.fail(std::string(field) + ".value", "expected >= 0");
+  }
+}
 
 }  // namespace
 
@@ -116,93 +166,38 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   } catch (const json::exception& e) {
     return InvalidArgument(origin + ": not JSON: " + e.what());
   }
-  Status st;
-  Reader r(j, "", &st);
+  HANPU_RETURN_IF_ERROR(resolve_base(j, origin));
+  JsonReader r(j, "");
   Device d;
   d.origin = origin;
-  if (r.str("schema") != "hanpu-device/1" && st.ok()) st = InvalidArgument("schema: expected \"hanpu-device/1\"");
-  d.name = r.str("name");
-  d.description = r.str("description");
-  d.clock_ghz = r.number("clock_ghz");
-  d.cores = static_cast<int>(r.number("cores"));
-  d.operand_bytes = static_cast<int>(r.number("operand_bytes"));
-  if (st.ok() && d.operand_bytes != 2 && d.operand_bytes != 4) st = InvalidArgument("operand_bytes.value: expected 2 or 4");
-  Reader mems = r.child("memories");
-  if (st.ok() && (!mems.raw().is_array() || mems.raw().empty())) st = InvalidArgument("memories: expected a non-empty array");
-  for (std::size_t i = 0; st.ok() && i < mems.raw().size(); ++i) {
-    Reader m(mems.raw()[i], "memories[" + std::to_string(i) + "]", &st);
-    Memory mem;
-    mem.name = m.str("name");
-    mem.bytes = as_int(m.number("bytes"));
-    Reader oc = m.child("on_chip");
-    if (st.ok() && !oc.raw().is_boolean()) st = InvalidArgument(oc.path() + ": expected true or false");
-    if (st.ok()) mem.on_chip = oc.raw().get<bool>();
-    if (st.ok() && d.memory(mem.name)) st = InvalidArgument(m.path() + ".name: duplicate memory '" + mem.name + "'");
-    d.memories.push_back(mem);
+  if (r.str("schema") != "hanpu-device/1" && r.ok()) r.fail("schema", "expected \"hanpu-device/1\"");
+  d.name = r.str("name", true);
+  d.description = r.str("description", true);
+  d.clock_ghz = r.sourced_number("clock_ghz");
+  d.cores = static_cast<int>(r.sourced_number("cores"));
+  d.operand_bytes = static_cast<int>(r.sourced_number("operand_bytes"));
+  if (r.ok() && d.operand_bytes != 2 && d.operand_bytes != 4) r.fail("operand_bytes.value", "expected 2 or 4");
+  read_memories(r, d);
+  read_placement(r, d);
+  const JsonReader mx = r.child("matrix");
+  d.matrix_macs_per_cycle = mx.sourced_number("macs_per_cycle");
+  d.matrix_requires_blocked = mx.sourced_flag("requires_blocked");
+  d.matrix_dense_penalty = mx.sourced_number("dense_penalty");
+  const JsonReader vx = r.child("vector");
+  d.vector_allows_blocked = vx.sourced_flag("allows_blocked");
+  d.vector_bytes_per_cycle = vx.sourced_number("bytes_per_cycle");
+  d.vector_blocked_row_wise_penalty = vx.sourced_number("blocked_row_wise_penalty");
+  if (r.ok() && d.vector_blocked_row_wise_penalty < 1) {
+    r.fail("vector.blocked_row_wise_penalty.value", "expected >= 1 (vector work is never faster on tiles)");
   }
-  Reader pl = r.child("placement");
-  pl.str("source");
-  const std::pair<const char*, std::string*> places[] = {
-      {"vector_operands", &d.vector_mem}, {"matrix_operands", &d.matrix_operand_mem},
-      {"matrix_results", &d.matrix_result_mem}, {"state", &d.state_mem}, {"materialised", &d.materialised_mem}};
-  for (const auto& [key, dst] : places) {
-    *dst = pl.str(key);
-    if (st.ok() && !d.memory(*dst)) {
-      st = InvalidArgument("placement." + std::string(key) + ": '" + *dst + "' is not one of the memories");
-    }
-  }
-  // Optional: the buffers the matrix unit reads its left and right operands from (Ascend's L0A / L0B).
-  for (const auto& [key, dst] : {std::pair<const char*, std::string*>{"matrix_left", &d.matrix_left_mem},
-                                 {"matrix_right", &d.matrix_right_mem}}) {
-    if (!st.ok() || !pl.raw().contains(key)) continue;
-    *dst = pl.str(key);
-    if (st.ok() && !d.memory(*dst)) {
-      st = InvalidArgument("placement." + std::string(key) + ": '" + *dst + "' is not one of the memories");
-    }
-  }
-  Reader mx = r.child("matrix");
-  d.matrix_macs_per_cycle = mx.number("macs_per_cycle");
-  d.matrix_requires_blocked = mx.flag("requires_blocked");
-  d.matrix_dense_penalty = mx.number("dense_penalty");
-  Reader vx = r.child("vector");
-  d.vector_allows_blocked = vx.flag("allows_blocked");
-  d.vector_bytes_per_cycle = vx.number("bytes_per_cycle");
-  d.vector_blocked_row_wise_penalty = vx.number("blocked_row_wise_penalty");
-  if (st.ok() && d.vector_blocked_row_wise_penalty < 1) {
-    st = InvalidArgument("vector.blocked_row_wise_penalty.value: expected >= 1 (vector work is never faster on tiles)");
-  }
-  Reader lx = r.child("layout");
-  d.block_rows = as_int(lx.number("block_rows"));
-  d.block_cols = as_int(lx.number("block_cols"));
-  d.transform_bytes_per_cycle = lx.number("transform_bytes_per_cycle");
-  d.transform_fixed_cycles = lx.number("transform_fixed_cycles", false);
-  if (st.ok() && d.transform_fixed_cycles < 0) st = InvalidArgument("layout.transform_fixed_cycles.value: expected >= 0");
-  if (st.ok() && j.contains("sim")) {
-    Reader sx = r.child("sim");
-    d.has_sim = true;
-    d.sim.global_gbps = sx.number("global_gbps");
-    d.sim.global_read_bytes_per_cycle = sx.number("global_read_bytes_per_cycle");
-    d.sim.global_write_bytes_per_cycle = sx.number("global_write_bytes_per_cycle");
-    d.sim.l1_to_l0_bytes_per_cycle = sx.number("l1_to_l0_bytes_per_cycle");
-    d.sim.l0c_to_ub_bytes_per_cycle = sx.number("l0c_to_ub_bytes_per_cycle");
-    d.sim.transfer_setup_cycles = sx.number("transfer_setup_cycles", false);
-    d.sim.launch_overhead_us = sx.number("launch_overhead_us", false);
-    d.sim.barrier_us = sx.number("barrier_us", false);
-    d.sim.l0c_to_ub_via_vector = sx.flag("l0c_to_ub_via_vector");
-    Reader ex = sx.child("energy");
-    d.sim.pj_per_mac = ex.number("pj_per_mac");
-    d.sim.pj_per_vector_cycle = ex.number("pj_per_vector_cycle");
-    d.sim.pj_per_global_byte = ex.number("pj_per_global_byte");
-    d.sim.pj_per_on_chip_byte = ex.number("pj_per_on_chip_byte");
-    d.sim.static_w = ex.number("static_w", false);
-    for (const auto& [field, v] : {std::pair<const char*, double>{"transfer_setup_cycles", d.sim.transfer_setup_cycles},
-                                   {"launch_overhead_us", d.sim.launch_overhead_us},
-                                   {"barrier_us", d.sim.barrier_us},
-                                   {"energy.static_w", d.sim.static_w}}) {
-      if (st.ok() && v < 0) st = InvalidArgument(std::string("sim.") + field + ".value: expected >= 0");
-    }
-  }
-  if (!st.ok()) return InvalidArgument(origin + ": " + st.message());
+  const JsonReader lx = r.child("layout");
+  d.block_rows = as_int(lx.sourced_number("block_rows"));
+  d.block_cols = as_int(lx.sourced_number("block_cols"));
+  d.transform_bytes_per_cycle = lx.sourced_number("transform_bytes_per_cycle");
+  d.transform_fixed_cycles = lx.sourced_number("transform_fixed_cycles", false);
+  if (r.ok() && d.transform_fixed_cycles < 0) r.fail("layout.transform_fixed_cycles.value", "expected >= 0");
+  if (r.ok() && j.contains("sim")) read_sim(r, d);
+  if (!r.ok()) return InvalidArgument(origin + ": " + r.status().message());
   *out = std::move(d);
   return Status::Ok();
 }
@@ -213,16 +208,16 @@ Status load_device(const std::string& name_or_path, Device* out) {
   if (!is_path) path = devices_dir() + "/" + name_or_path + ".json";
   // "host": this machine's calibrated description when `hanpu calibrate` has written one.
   if (name_or_path == "host" && std::filesystem::exists(calibrated_host_path())) path = calibrated_host_path();
-  std::ifstream f(path);
-  if (!f) {
+  std::string text;
+  const bool found = path != devices_dir() + "/" + name_or_path + ".json" ? read_text(path, &text).ok()
+                                                                          : shipped_text(name_or_path, &text).ok();
+  if (!found) {
     if (is_path) return NotFound("device file " + path + " cannot be read");
     std::string names;
     for (const std::string& n : shipped_devices()) names += (names.empty() ? "" : ", ") + n;
     return InvalidArgument("unknown device '" + name_or_path + "' (shipped: " + names + "; or give a path to a JSON file)");
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_device(ss.str(), path, out);
+  return parse_device(text, path, out);
 }
 
 }  // namespace hanpu::plan

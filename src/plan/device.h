@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hanpu/status.h"
@@ -20,6 +21,11 @@ struct Memory {
 };
 
 // The NPU model's data-movement parameters (optional section "sim"; the host has none).
+// Queue names of the engines in traces and busy times (data, so nothing depends on a device's name).
+struct Queues {
+  std::string load, store, matrix_load, matrix, matrix_out, vector, control;
+};
+
 struct SimParams {
   double global_gbps = 0;                   // the chip's global-memory bandwidth, shared by all cores
   double global_read_bytes_per_cycle = 0;   // one core's load path from global memory
@@ -30,6 +36,7 @@ struct SimParams {
   double launch_overhead_us = 0;            // per kernel launch
   double barrier_us = 0;                    // one cross-core barrier inside a launch (megakernels)
   bool l0c_to_ub_via_vector = false;        // matrix results reach the vector memory through the vector unit
+  Queues queues;                            // matrix_out is the vector queue when results relay through it
   // Energy coefficients (pJ), and the chip's static power (W) charged over the whole latency.
   double pj_per_mac = 0, pj_per_vector_cycle = 0, pj_per_global_byte = 0, pj_per_on_chip_byte = 0;
   double static_w = 0;
@@ -59,14 +66,20 @@ struct Device {
   const Memory* memory(const std::string& name) const;
 };
 
+// The shipped descriptions compiled into the library (name, JSON text), from devices/*.json at build time.
+const std::vector<std::pair<std::string, std::string>>& embedded_devices();
+
 // The directory of the shipped device files (the source tree's devices/, or $HANPU_DEVICES_DIR).
 std::string devices_dir();
 // Names of the shipped devices (the *.json files in devices_dir()), sorted.
 std::vector<std::string> shipped_devices();
 // `name_or_path`: a shipped device name (e.g. "ascend-310p") or a path to a JSON file. "host" is the
-// calibrated description of this machine when one exists (plan/calibrate.h), else the shipped default.
+// calibrated description of this machine when one exists (exec/calibrate.h), else the shipped default.
 Status load_device(const std::string& name_or_path, Device* out);
 // Parses a device description from JSON text; `origin` prefixes error messages.
 Status parse_device(const std::string& text, const std::string& origin, Device* out);
+// Where `hanpu calibrate` writes by default and where load_device("host") looks first:
+// $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json.
+std::string calibrated_host_path();
 
 }  // namespace hanpu::plan

@@ -8,14 +8,105 @@ namespace hanpu::plan {
 const char* engine_name(Engine e) { return e == Engine::kMatrix ? "matrix" : "vector"; }
 const char* layout_name(Layout l) { return l == Layout::kDense ? "dense" : "blocked"; }
 
+namespace {
+
+constexpr const char* kValueNames[] = {"Q",  "K",   "V", "g",   "beta", "S",  "G",  "eG", "eGl", "eGlast", "Kp", "Kn",
+                                       "Qp", "M",   "KKt", "A", "T",    "QKt", "P", "Qs", "QS",  "PV",     "O",  "V'",
+                                       "Kd", "KtV", "S'",  "Ke", "KS",  "R",   "Kb", "W",  "Vb",  "U",      "WS"};
+static_assert(sizeof(kValueNames) / sizeof(kValueNames[0]) == static_cast<std::size_t>(Value::kCount));
+
+// An operator code's signature: its result, its operands for GDN and for KDA (KDA's scores read the
+// reference-row scaled operands Kp, Kn, Qp instead of the mask M), and the engine work it is.
+struct Signature {
+  const char* name;
+  Value out;
+  std::vector<Value> gdn, kda;
+  OpKind kind;
+};
+
+const std::vector<Signature>& signatures() {
+  using V = Value;
+  static const std::vector<Signature> s = {
+      {"G", V::kG, {V::kGate}, {V::kGate}, OpKind::kVector},
+      {"eG", V::kEG, {V::kG}, {V::kG}, OpKind::kVector},
+      {"eGl", V::kEGl, {V::kG}, {V::kG}, OpKind::kVector},
+      {"eGlast", V::kEGlast, {V::kG}, {V::kG}, OpKind::kVector},
+      {"Kp", V::kKp, {}, {V::kK, V::kG}, OpKind::kVector},
+      {"Kn", V::kKn, {}, {V::kK, V::kG}, OpKind::kVector},
+      {"Qp", V::kQp, {}, {V::kQ, V::kG}, OpKind::kVector},
+      {"M", V::kM, {V::kG}, {}, OpKind::kVector},
+      {"KKt", V::kKKt, {V::kK, V::kK}, {V::kKp, V::kKn}, OpKind::kGemm},
+      {"A", V::kA, {V::kKKt, V::kM, V::kBeta}, {V::kKKt, V::kBeta}, OpKind::kVector},
+      {"T", V::kT, {V::kA}, {V::kA}, OpKind::kSolve},
+      {"QKt", V::kQKt, {V::kQ, V::kK}, {V::kQp, V::kKn}, OpKind::kGemm},
+      {"P", V::kP, {V::kQKt, V::kM}, {V::kQKt}, OpKind::kVector},
+      {"Qs", V::kQs, {V::kQ, V::kEG}, {V::kQ, V::kEG}, OpKind::kVector},
+      {"QS", V::kQS, {V::kQs, V::kS}, {V::kQs, V::kS}, OpKind::kGemm},
+      {"PV", V::kPV, {V::kP, V::kVn}, {V::kP, V::kVn}, OpKind::kGemm},
+      {"O", V::kO, {V::kQS, V::kPV}, {V::kQS, V::kPV}, OpKind::kVector},
+      {"Kd", V::kKd, {V::kK, V::kEGl}, {V::kK, V::kEGl}, OpKind::kVector},
+      {"KtV", V::kKtV, {V::kKd, V::kVn}, {V::kKd, V::kVn}, OpKind::kGemm},
+      {"S'", V::kSnew, {V::kS, V::kEGlast, V::kKtV}, {V::kS, V::kEGlast, V::kKtV}, OpKind::kVector},
+      {"Ke", V::kKe, {V::kK, V::kEG}, {V::kK, V::kEG}, OpKind::kVector},
+      {"KS", V::kKS, {V::kKe, V::kS}, {V::kKe, V::kS}, OpKind::kGemm},
+      {"R", V::kR, {V::kV, V::kKS, V::kBeta}, {V::kV, V::kKS, V::kBeta}, OpKind::kVector},
+      {"V'=TR", V::kVn, {V::kT, V::kR}, {V::kT, V::kR}, OpKind::kGemm},
+      {"Kb", V::kKb, {V::kK, V::kBeta, V::kEG}, {V::kK, V::kBeta, V::kEG}, OpKind::kVector},
+      {"W", V::kW, {V::kT, V::kKb}, {V::kT, V::kKb}, OpKind::kGemm},
+      {"Vb", V::kVb, {V::kV, V::kBeta}, {V::kV, V::kBeta}, OpKind::kVector},
+      {"U", V::kU, {V::kT, V::kVb}, {V::kT, V::kVb}, OpKind::kGemm},
+      {"WS", V::kWS, {V::kW, V::kS}, {V::kW, V::kS}, OpKind::kGemm},
+      {"V'=U-WS", V::kVn, {V::kU, V::kWS}, {V::kU, V::kWS}, OpKind::kVector},
+  };
+  return s;
+}
+
+const Signature& signature(OpCode c) { return signatures()[static_cast<std::size_t>(c)]; }
+
+}  // namespace
+
+const char* value_name(Value v) { return kValueNames[static_cast<std::size_t>(v)]; }
+
+bool parse_value(const std::string& name, Value* out) {
+  for (std::size_t i = 0; i < static_cast<std::size_t>(Value::kCount); ++i) {
+    if (name == kValueNames[i]) {
+      *out = static_cast<Value>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* op_code_name(OpCode c) { return signature(c).name; }
+
+bool parse_op_code(const std::string& name, OpCode* out) {
+  for (std::size_t i = 0; i < signatures().size(); ++i) {
+    if (name == signatures()[i].name) {
+      *out = static_cast<OpCode>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+Role role_of(Value v) {
+  switch (v) {
+    case Value::kQ: case Value::kK: case Value::kV: case Value::kGate: case Value::kBeta: return Role::kInput;
+    case Value::kS: return Role::kStateIn;
+    case Value::kSnew: return Role::kStateOut;
+    case Value::kO: return Role::kOutput;
+    default: return Role::kIntermediate;
+  }
+}
+
 double OpNode::macs() const {
   if (kind == OpKind::kGemm) return static_cast<double>(m) * n * k;
   if (kind == OpKind::kSolve) return static_cast<double>(m) * (m - 1) * (m - 2) / 6.0;
   return 0;
 }
 
-int Graph::add_tensor(std::string name, int64_t rows, int64_t cols, Role role) {
-  tensors.push_back({std::move(name), rows, cols, 4, role});
+int Graph::add_tensor(Value v, int64_t rows, int64_t cols) {
+  tensors.push_back({v, value_name(v), rows, cols, 4, role_of(v)});
   return static_cast<int>(tensors.size()) - 1;
 }
 
@@ -54,30 +145,29 @@ class Builder {
     w_ = kind == Kind::kKda ? K : 1;
   }
 
-  int in(const char* name, int64_t r, int64_t c) { return g_.add_tensor(name, r, c, Role::kInput); }
-  int t(const char* name, int64_t r, int64_t c) { return g_.add_tensor(name, r, c); }
+  int t(Value v, int64_t r, int64_t c) { return g_.add_tensor(v, r, c); }
 
-  void vec(int step, std::string name, std::vector<int> ins, int out, double ops_per_elem, bool row_wise) {
+  OpNode op(OpCode code, int step, std::string name, std::vector<int> ins, int out) {
     OpNode o;
+    o.code = code;
     o.name = std::move(name);
-    o.kind = OpKind::kVector;
-    o.engine = Engine::kVector;
+    o.kind = signature(code).kind;
+    o.engine = o.kind == OpKind::kVector ? Engine::kVector : Engine::kMatrix;
     o.step = step;
     o.inputs = std::move(ins);
     o.outputs = {out};
+    return o;
+  }
+
+  void vec(OpCode code, int step, std::string name, std::vector<int> ins, int out, double ops_per_elem, bool row_wise) {
+    OpNode o = op(code, step, std::move(name), std::move(ins), out);
     o.vector_ops = ops_per_elem * static_cast<double>(g_.tensors[out].rows * g_.tensors[out].cols);
     o.row_wise = row_wise;
     g_.ops.push_back(o);
   }
 
-  void gemm(int step, std::string name, int a, int b, int out, bool ta, bool tb) {
-    OpNode o;
-    o.name = std::move(name);
-    o.kind = OpKind::kGemm;
-    o.engine = Engine::kMatrix;
-    o.step = step;
-    o.inputs = {a, b};
-    o.outputs = {out};
+  void gemm(OpCode code, int step, std::string name, int a, int b, int out, bool ta, bool tb) {
+    OpNode o = op(code, step, std::move(name), {a, b}, out);
     o.m = g_.tensors[out].rows;
     o.n = g_.tensors[out].cols;
     o.k = ta ? g_.tensors[a].rows : g_.tensors[a].cols;
@@ -87,13 +177,7 @@ class Builder {
   }
 
   void solve(int step, std::string name, int a, int out) {
-    OpNode o;
-    o.name = std::move(name);
-    o.kind = OpKind::kSolve;
-    o.engine = Engine::kMatrix;
-    o.step = step;
-    o.inputs = {a};
-    o.outputs = {out};
+    OpNode o = op(OpCode::kSolve, step, std::move(name), {a}, out);
     o.m = o.n = o.k = g_.C;
     g_.ops.push_back(o);
   }
@@ -101,70 +185,72 @@ class Builder {
   Graph build(const GraphOptions& opt) {
     const int64_t C = g_.C, K = g_.K, V = g_.V, w = w_;
     const bool kda = g_.kind == Kind::kKda;
-    const int q = in("Q", C, K), k = in("K", C, K), v = in("V", C, V), gate = in("g", C, w), beta = in("beta", C, 1);
-    const int s = g_.add_tensor("S", K, V, Role::kStateIn);
+    using X = Value;
+    using Op = OpCode;
+    const int q = t(X::kQ, C, K), k = t(X::kK, C, K), v = t(X::kV, C, V), gate = t(X::kGate, C, w), beta = t(X::kBeta, C, 1);
+    const int s = t(X::kS, K, V);
     g_.state_in = s;
     // #1 gates: chunk cumsum and the decay factors.
-    const int G = t("G", C, w), eG = t("eG", C, w), eGl = t("eGl", C, w), eGlast = t("eGlast", 1, w);
-    vec(1, "G = cumsum(g)", {gate}, G, 1, true);
-    vec(1, "eG = exp(G)", {G}, eG, 1, false);
-    vec(1, "eGl = exp(G_last - G)", {G}, eGl, 2, true);
-    vec(1, "eGlast = exp(G_last)", {G}, eGlast, 1, false);
+    const int G = t(X::kG, C, w), eG = t(X::kEG, C, w), eGl = t(X::kEGl, C, w), eGlast = t(X::kEGlast, 1, w);
+    vec(Op::kCumsum, 1, "G = cumsum(g)", {gate}, G, 1, true);
+    vec(Op::kExpG, 1, "eG = exp(G)", {G}, eG, 1, false);
+    vec(Op::kExpGl, 1, "eGl = exp(G_last - G)", {G}, eGl, 2, true);
+    vec(Op::kExpGlast, 1, "eGlast = exp(G_last)", {G}, eGlast, 1, false);
     // Score operands. GDN: one decay mask M_ij = exp(G_i - G_j). KDA: the decay moves inside the dot
     // products: K and Q scaled by exp(+-(G - G_ref)) per channel (the reference-row split).
     int kl = k, kr = k, ql = q, M = -1;
     if (kda) {
-      kl = t("Kp", C, K);
-      kr = t("Kn", C, K);
-      ql = t("Qp", C, K);
-      vec(1, "Kp = K o exp(G - G_ref)", {k, G}, kl, 3, false);
-      vec(1, "Kn = K o exp(G_ref - G)", {k, G}, kr, 3, false);
-      vec(1, "Qp = Q o exp(G - G_ref)", {q, G}, ql, 3, false);
+      kl = t(X::kKp, C, K);
+      kr = t(X::kKn, C, K);
+      ql = t(X::kQp, C, K);
+      vec(Op::kKp, 1, "Kp = K o exp(G - G_ref)", {k, G}, kl, 3, false);
+      vec(Op::kKn, 1, "Kn = K o exp(G_ref - G)", {k, G}, kr, 3, false);
+      vec(Op::kQp, 1, "Qp = Q o exp(G - G_ref)", {q, G}, ql, 3, false);
     } else {
-      M = t("M", C, C);
-      vec(1, "M = exp(G_i - G_j), i >= j", {G}, M, 2, true);
+      M = t(X::kM, C, C);
+      vec(Op::kMask, 1, "M = exp(G_i - G_j), i >= j", {G}, M, 2, true);
     }
-    const int KKt = t("KKt", C, C), A = t("A", C, C), T = t("T", C, C);
-    const int QKt = t("QKt", C, C), P = t("P", C, C), PV = t("PV", C, V), O = g_.add_tensor("O", C, V, Role::kOutput);
-    const int Qs = t("Qs", C, K), QS = t("QS", C, V), Vn = t("V'", C, V);
-    const int Kd = t("Kd", C, K), KtV = t("KtV", K, V), Snew = g_.add_tensor("S'", K, V, Role::kStateOut);
+    const int KKt = t(X::kKKt, C, C), A = t(X::kA, C, C), T = t(X::kT, C, C);
+    const int QKt = t(X::kQKt, C, C), P = t(X::kP, C, C), PV = t(X::kPV, C, V), O = t(X::kO, C, V);
+    const int Qs = t(X::kQs, C, K), QS = t(X::kQS, C, V), Vn = t(X::kVn, C, V);
+    const int Kd = t(X::kKd, C, K), KtV = t(X::kKtV, K, V), Snew = t(X::kSnew, K, V);
     g_.state_out = Snew;
     const std::vector<int> mask_in = kda ? std::vector<int>{KKt, beta} : std::vector<int>{KKt, M, beta};
     const std::vector<int> p_in = kda ? std::vector<int>{QKt} : std::vector<int>{QKt, M};
     auto scores_A = [&] {
-      gemm(2, kda ? "KKt = Kp Kn^T" : "KKt = K K^T", kl, kr, KKt, false, true);
-      vec(2, kda ? "A = -tril(beta o KKt)" : "A = -tril(beta o M o KKt)", mask_in, A, kda ? 2 : 3, true);
+      gemm(Op::kKKt, 2, kda ? "KKt = Kp Kn^T" : "KKt = K K^T", kl, kr, KKt, false, true);
+      vec(Op::kA, 2, kda ? "A = tril(beta o KKt)" : "A = tril(beta o M o KKt)", mask_in, A, kda ? 2 : 3, true);
     };
     auto scores_P = [&] {
-      gemm(6, kda ? "QKt = Qp Kn^T" : "QKt = Q K^T", ql, kr, QKt, false, true);
-      vec(6, kda ? "P = scale tril(QKt)" : "P = scale tril(M o QKt)", p_in, P, kda ? 1 : 2, true);
+      gemm(Op::kQKt, 6, kda ? "QKt = Qp Kn^T" : "QKt = Q K^T", ql, kr, QKt, false, true);
+      vec(Op::kP, 6, kda ? "P = scale tril(QKt)" : "P = scale tril(M o QKt)", p_in, P, kda ? 1 : 2, true);
     };
     auto output = [&] {
-      vec(6, "Qs = scale diag(eG) Q", {q, eG}, Qs, 2, !kda);
-      gemm(6, "QS = Qs S", Qs, s, QS, false, false);
+      vec(Op::kQs, 6, "Qs = scale diag(eG) Q", {q, eG}, Qs, 2, !kda);
+      gemm(Op::kQS, 6, "QS = Qs S", Qs, s, QS, false, false);
     };
     auto finish_output = [&] {
-      gemm(6, "PV = P V'", P, Vn, PV, false, false);
-      vec(6, "O = QS + PV", {QS, PV}, O, 1, false);
+      gemm(Op::kPV, 6, "PV = P V'", P, Vn, PV, false, false);
+      vec(Op::kO, 6, "O = QS + PV", {QS, PV}, O, 1, false);
     };
     auto update = [&] {
-      vec(5, "Kd = diag(eGl) K", {k, eGl}, Kd, 1, !kda);
-      gemm(5, "KtV = Kd^T V'", Kd, Vn, KtV, true, false);
-      vec(5, "S' = diag(eGlast) S + KtV", {s, eGlast, KtV}, Snew, 2, !kda);
+      vec(Op::kKd, 5, "Kd = diag(eGl) K", {k, eGl}, Kd, 1, !kda);
+      gemm(Op::kKtV, 5, "KtV = Kd^T V'", Kd, Vn, KtV, true, false);
+      vec(Op::kUpdate, 5, "S' = diag(eGlast) S + KtV", {s, eGlast, KtV}, Snew, 2, !kda);
     };
     if (opt.gemm_first) {
       // Shared-input GEMMs first (K S, Q S, K K^T, Q K^T), then the inverse, then
       // V' = T diag(beta) (V - diag(exp G) K S): T factored out of W, so W is never formed.
-      const int Ke = t("Ke", C, K), KS = t("KS", C, V), R = t("R", C, V);
-      vec(4, "Ke = diag(eG) K", {k, eG}, Ke, 1, !kda);
-      gemm(5, "KS = Ke S", Ke, s, KS, false, false);
+      const int Ke = t(X::kKe, C, K), KS = t(X::kKS, C, V), R = t(X::kR, C, V);
+      vec(Op::kKe, 4, "Ke = diag(eG) K", {k, eG}, Ke, 1, !kda);
+      gemm(Op::kKS, 5, "KS = Ke S", Ke, s, KS, false, false);
       output();
-      gemm(2, kda ? "KKt = Kp Kn^T" : "KKt = K K^T", kl, kr, KKt, false, true);
+      gemm(Op::kKKt, 2, kda ? "KKt = Kp Kn^T" : "KKt = K K^T", kl, kr, KKt, false, true);
       scores_P();
-      vec(2, kda ? "A = -tril(beta o KKt)" : "A = -tril(beta o M o KKt)", mask_in, A, kda ? 2 : 3, true);
-      solve(3, "T = (I - A)^-1", A, T);
-      vec(4, "R = diag(beta) (V - KS)", {v, KS, beta}, R, 2, true);
-      gemm(4, "V' = T R", T, R, Vn, false, false);
+      vec(Op::kA, 2, kda ? "A = tril(beta o KKt)" : "A = tril(beta o M o KKt)", mask_in, A, kda ? 2 : 3, true);
+      solve(3, "T = (I + A)^-1", A, T);
+      vec(Op::kR, 4, "R = diag(beta) (V - KS)", {v, KS, beta}, R, 2, true);
+      gemm(Op::kVnFromTR, 4, "V' = T R", T, R, Vn, false, false);
       if (opt.chunk_first) {
         finish_output();
         update();
@@ -175,25 +261,25 @@ class Builder {
     } else {
       // FLA's order: #2 A, #3 T, #4 W = T diag(beta eG) K and U = T diag(beta) V, #5 V' = U - W S
       // (then the update unless chunk-first), #6 O.
-      const int Kb = t("Kb", C, K), W = t("W", C, K), Vb = t("Vb", C, V), U = t("U", C, V), WS = t("WS", C, V);
+      const int Kb = t(X::kKb, C, K), W = t(X::kW, C, K), Vb = t(X::kVb, C, V), U = t(X::kU, C, V), WS = t(X::kWS, C, V);
       scores_A();
-      solve(3, "T = (I - A)^-1", A, T);
-      vec(4, "Kb = diag(beta eG) K", {k, beta, eG}, Kb, 2, !kda);
-      gemm(4, "W = T Kb", T, Kb, W, false, false);
-      vec(4, "Vb = diag(beta) V", {v, beta}, Vb, 1, true);
-      gemm(4, "U = T Vb", T, Vb, U, false, false);
-      gemm(5, "WS = W S", W, s, WS, false, false);
-      vec(5, "V' = U - WS", {U, WS}, Vn, 1, false);
+      solve(3, "T = (I + A)^-1", A, T);
+      vec(Op::kKb, 4, "Kb = diag(beta eG) K", {k, beta, eG}, Kb, 2, !kda);
+      gemm(Op::kW, 4, "W = T Kb", T, Kb, W, false, false);
+      vec(Op::kVb, 4, "Vb = diag(beta) V", {v, beta}, Vb, 1, true);
+      gemm(Op::kU, 4, "U = T Vb", T, Vb, U, false, false);
+      gemm(Op::kWS, 5, "WS = W S", W, s, WS, false, false);
+      vec(Op::kVnFromUWS, 5, "V' = U - WS", {U, WS}, Vn, 1, false);
       if (!opt.chunk_first) update();
       output();
       scores_P();
       finish_output();
       if (opt.chunk_first) update();
     }
-    if (opt.kernels == "fla") {
+    if (opt.kernels == KernelSplit::kFla) {
       // FLA's launches: #1-#4 (and the score GEMMs), #5 (state), #6 (output).
       for (OpNode& o : g_.ops) o.kernel = o.step <= 4 ? 0 : o.step == 5 ? 1 : 2;
-    } else if (opt.kernels == "native") {
+    } else if (opt.kernels == KernelSplit::kNative) {
       // One launch per DESIGN step: #1 .. #6.
       for (OpNode& o : g_.ops) o.kernel = o.step - 1;
     }
@@ -211,8 +297,42 @@ Graph build_chunk_graph(Kind kind, int64_t C, int64_t K, int64_t V, const GraphO
   return Builder(kind, C, K, V).build(opt);
 }
 
+namespace {
+
+// The operator's operands and result against its code's signature for the graph's kind.
+Status check_signature(const Graph& g, const OpNode& o) {
+  const Signature& sig = signature(o.code);
+  const std::vector<Value>& want = g.kind == Kind::kKda ? sig.kda : sig.gdn;
+  const std::string at = "op '" + o.name + "' (" + sig.name + ")";
+  if (want.empty()) return InvalidArgument(at + " is not an operator of " + kind_name(g.kind));
+  if (o.kind != sig.kind) return InvalidArgument(at + ": wrong kind of operator for its code");
+  if (o.outputs.size() != 1 || g.tensors[o.outputs[0]].value != sig.out) {
+    return InvalidArgument(at + ": must produce exactly '" + value_name(sig.out) + "'");
+  }
+  std::string expect;
+  for (Value v : want) expect += std::string(expect.empty() ? "" : ", ") + value_name(v);
+  if (o.inputs.size() != want.size()) {
+    return InvalidArgument(at + ": reads " + std::to_string(o.inputs.size()) + " operands, its signature is (" + expect + ")");
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (g.tensors[o.inputs[i]].value != want[i]) {
+      return InvalidArgument(at + ": operand " + std::to_string(i) + " is '" + g.tensors[o.inputs[i]].name +
+                             "', its signature is (" + expect + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status check_graph(const Graph& g) {
   const int nt = static_cast<int>(g.tensors.size());
+  std::vector<bool> seen(static_cast<std::size_t>(Value::kCount), false);
+  for (const TensorNode& t : g.tensors) {
+    if (seen[static_cast<std::size_t>(t.value)]) return InvalidArgument("tensor '" + t.name + "' appears twice");
+    seen[static_cast<std::size_t>(t.value)] = true;
+    if (t.role != role_of(t.value)) return InvalidArgument("tensor '" + t.name + "' has the wrong role");
+  }
   std::vector<int> produced(nt, -1);
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     const OpNode& o = g.ops[i];
@@ -235,6 +355,7 @@ Status check_graph(const Graph& g) {
       }
       produced[t] = i;
     }
+    HANPU_RETURN_IF_ERROR(check_signature(g, o));
   }
   for (int t = 0; t < nt; ++t) {
     const Role r = g.tensors[t].role;

@@ -5,6 +5,10 @@
 // A chunk graph is a list of tensors and a list of operators in execution order (the order IS the plan's
 // order: passes reorder or rewrite the list). Every operator runs on one engine class. Tensors are 2-D
 // [rows, cols] fp32 here (the engine's working precision); layouts are assigned by the layout planner.
+//
+// The graph is typed: a tensor is a Value of the chunk algebra and an operator an OpCode with a fixed
+// operand signature (check_graph verifies every operator's operands against it), so a plan computes what
+// its edges say or is refused. Names exist only for reports and at the JSON boundary.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +28,43 @@ enum class Role { kInput, kIntermediate, kStateIn, kStateOut, kOutput };
 const char* engine_name(Engine e);
 const char* layout_name(Layout l);
 
+// The tensors of one chunk (DESIGN.md §1): inputs, the state, and every intermediate of both orders.
+enum class Value {
+  kQ, kK, kV, kGate, kBeta, kS,                         // inputs and the incoming state
+  kG, kEG, kEGl, kEGlast, kKp, kKn, kQp, kM,            // #1: cumsum, decay factors, KDA's scaled operands, GDN's mask
+  kKKt, kA, kT, kQKt, kP,                               // #2, #3 and the output's scores
+  kQs, kQS, kPV, kO,                                    // #6
+  kVn, kKd, kKtV, kSnew,                                // V', the update, S'
+  kKe, kKS, kR,                                         // GEMM-first order
+  kKb, kW, kVb, kU, kWS,                                // FLA's order
+  kCount
+};
+const char* value_name(Value v);  // "Q", ..., "V'", "S'"
+bool parse_value(const std::string& name, Value* out);
+
+// What an operator computes (named after its output; V' has one code per order).
+enum class OpCode {
+  kCumsum, kExpG, kExpGl, kExpGlast, kKp, kKn, kQp, kMask,  // #1
+  kKKt, kA, kSolve, kQKt, kP,                               // #2, #3, scores of #6
+  kQs, kQS, kPV, kO,                                        // #6
+  kKd, kKtV, kUpdate,                                       // #5's update
+  kKe, kKS, kR, kVnFromTR,                                  // GEMM-first: V' = T diag(beta) (V - KS)
+  kKb, kW, kVb, kU, kWS, kVnFromUWS,                        // FLA: V' = U - W S
+  kCount
+};
+const char* op_code_name(OpCode c);  // "G", "eG", ..., "V'=TR", "V'=U-WS", "S'"
+bool parse_op_code(const std::string& name, OpCode* out);
+
+// The kernel launches a chunk's operators are split into.
+enum class KernelSplit {
+  kFused,   // one kernel per head (hanpu)
+  kFla,     // #1-#4 | #5 | #6 (FLA's chunk-head-chunk launches)
+  kNative,  // one launch per step #1 .. #6
+};
+
 struct TensorNode {
-  std::string name;
+  Value value = Value::kQ;
+  std::string name;  // value_name(value)
   int64_t rows = 0, cols = 0;
   int elem_bytes = 4;
   Role role = Role::kIntermediate;
@@ -33,6 +72,7 @@ struct TensorNode {
 };
 
 struct OpNode {
+  OpCode code = OpCode::kCumsum;
   std::string name;    // what it computes, e.g. "KKt = K K^T"
   OpKind kind = OpKind::kVector;
   Engine engine = Engine::kVector;
@@ -60,7 +100,7 @@ struct Graph {
   std::vector<OpNode> ops;
   int state_in = -1, state_out = -1;  // the recurrent state: S_out of chunk c is S_in of chunk c + 1
 
-  int add_tensor(std::string name, int64_t rows, int64_t cols, Role role = Role::kIntermediate);
+  int add_tensor(Value v, int64_t rows, int64_t cols);  // role from the value
   // The ids of the operators reading tensor t, in order.
   std::vector<int> consumers(int t) const;
   int producer(int t) const;  // -1 for inputs and the incoming state
@@ -70,17 +110,19 @@ struct Graph {
 struct GraphOptions {
   bool chunk_first = true;  // #5 split into its read and its update, #6 between them, state updated in place
   bool gemm_first = true;   // K S, Q S, K K^T, Q K^T first; V' = T diag(beta) (V - diag(exp G) K S)
-  // Kernel boundaries of a multi-kernel strategy: "fused" (one kernel per head, hanpu) or "fla"
-  // (#1-#4 | #5 | #6, FLA's chunk-head-chunk launches) or "native" (one launch per step #1 .. #6).
-  std::string kernels = "fused";
+  KernelSplit kernels = KernelSplit::kFused;
 };
 
 // The chunk graph of `kind` for chunk size C and head dims K, V, in FLA's default order with the passes
 // of `opt` applied.
 Graph build_chunk_graph(Kind kind, int64_t C, int64_t K, int64_t V, const GraphOptions& opt);
 
-// Structural checks: every input of an operator is a graph input or produced by an earlier operator,
-// every tensor is produced at most once, the state edge is well formed. Message names the operator.
+// The role a value plays in a chunk graph.
+Role role_of(Value v);
+
+// Structural checks: every operator's operands and result match its code's signature for the graph's
+// kind, every input of an operator is a graph input or produced by an earlier operator, every tensor is
+// produced at most once, the state edge is well formed. Messages name the operator and the operand.
 Status check_graph(const Graph& g);
 
 }  // namespace hanpu::plan

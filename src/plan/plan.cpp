@@ -1,9 +1,13 @@
 #include "plan/plan.h"
 
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include "core/json_reader.h"
 
 namespace hanpu::plan {
 
@@ -11,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-const char* kSchema = "hanpu-plan/1";
+const char* kSchema = "hanpu-plan/2";
 
 const char* role_name(Role r) {
   switch (r) {
@@ -26,6 +30,17 @@ const char* role_name(Role r) {
 
 const char* op_kind_name(OpKind k) {
   return k == OpKind::kGemm ? "gemm" : k == OpKind::kSolve ? "solve" : "vector";
+}
+
+double fla_order_macs(Kind kind, const PlanOptions& opt) {
+  GraphOptions fla;
+  fla.chunk_first = false;
+  fla.gemm_first = false;
+  return build_chunk_graph(kind, opt.C, opt.K, opt.V, fla).matrix_macs();
+}
+
+const char* split_name(KernelSplit k) {
+  return k == KernelSplit::kFused ? "fused" : k == KernelSplit::kFla ? "fla" : "native";
 }
 
 }  // namespace
@@ -45,15 +60,75 @@ Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) 
   GraphOptions go;
   go.chunk_first = opt.reorder;
   go.gemm_first = opt.gemm_first;
+  go.kernels = opt.kernels;
   p.graph = build_chunk_graph(kind, opt.C, opt.K, opt.V, go);
   HANPU_RETURN_IF_ERROR(check_graph(p.graph));
-  GraphOptions fla;
-  fla.chunk_first = false;
-  fla.gemm_first = false;
-  p.fla_order_macs = build_chunk_graph(kind, opt.C, opt.K, opt.V, fla).matrix_macs();
+  p.fla_order_macs = fla_order_macs(kind, opt);
   const DeviceCostModel cm(d);
-  p.layouts = opt.layout_plan ? plan_layouts(p.graph, cm) : fixed_layouts(p.graph, cm);
+  if (opt.layout_plan) {
+    p.layouts = plan_layouts(p.graph, cm);
+  } else {
+    p.layouts = fixed_layouts(p.graph, cm);
+    if (opt.packed_update) {
+      std::vector<Layout> ls = p.layouts.op_layout;
+      for (std::size_t i = 0; i < ls.size(); ++i) {
+        if (p.graph.ops[i].code == OpCode::kKtV) ls[i] = Layout::kBlocked;
+      }
+      p.layouts = evaluate_plan(p.graph, cm, ls, p.layouts.state_layout);
+    }
+  }
   p.lifetimes = analyse_lifetimes(p.graph, d);
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status make_slice_plan(const Plan& whole, const Device& d, int64_t cols, Plan* out) {
+  PlanOptions so = whole.opt;
+  so.V = cols;
+  return make_plan(whole.kind, d, so, out);
+}
+
+Status make_execution_plan(Kind kind, const Device& d, const std::string& strategy, const PlanOptions& po,
+                           const MapRequest& req, Plan* out) {
+  const StrategyInfo* info = find_strategy(strategy);
+  if (!info) return unknown_strategy(strategy, true);
+  return make_execution_plan(kind, d, info->name, info->opt, po, req, out);
+}
+
+Status make_execution_plan(Kind kind, const Device& d, const std::string& name, const StrategyOptions& so,
+                           const PlanOptions& po, const MapRequest& req, Plan* out) {
+  PlanOptions co = po;
+  const bool head_level = so.dataflow == Dataflow::kHeadLevel;
+  // The baselines keep FLA's order and the fixed layouts; their kernels split the chunk graph.
+  co.reorder = head_level && so.chunk_first;
+  co.gemm_first = head_level && so.gemm_first;
+  co.layout_plan = head_level && so.layout_plan;
+  co.packed_update = head_level && po.packed_update;
+  co.kernels = kernel_split(so.dataflow);
+  Plan p;
+  HANPU_RETURN_IF_ERROR(make_plan(kind, d, co, &p));
+  if (req.shape.C != co.C) return InvalidArgument("the shape's chunk size differs from the plan's");
+  if (req.shape.V != co.V) return InvalidArgument("the shape's V differs from the plan's");
+  MapInputs in;
+  in.head_cost = p.layouts.cost;
+  in.segment_chunks = req.segment_chunks;
+  in.chunk_parallel_fallback = req.chunk_parallel_fallback;
+  const int64_t align = req.column_align > 0 ? req.column_align : d.block_cols;
+  if (head_level && so.tail_split && req.shape.units() % req.shape.workers != 0) {
+    const int64_t most = std::min<int64_t>(req.shape.workers, co.V / align);
+    in.slice_cost.assign(static_cast<std::size_t>(std::max<int64_t>(most + 1, 0)), 0.0);
+    for (int64_t s = 2; s <= most; ++s) {
+      const int64_t w = slice_width(co.V, static_cast<int>(s), align);
+      if ((co.V + w - 1) / w != s) continue;  // s slices of aligned width do not exist
+      Plan sp;
+      HANPU_RETURN_IF_ERROR(make_slice_plan(p, d, w, &sp));
+      in.slice_cost[s] = sp.layouts.cost;
+    }
+  }
+  HANPU_RETURN_IF_ERROR(map_work(so, req.shape, align, in, &p.mapping));
+  p.has_mapping = true;
+  p.strategy = name;
+  p.strategy_opt = so;
   *out = std::move(p);
   return Status::Ok();
 }
@@ -69,7 +144,9 @@ json plan_to_json(const Plan& p) {
   j["chunk_size"] = p.opt.C;
   j["k"] = p.opt.K;
   j["v"] = p.opt.V;
-  j["passes"] = {{"reorder", p.opt.reorder}, {"gemm_first", p.opt.gemm_first}, {"layout_plan", p.opt.layout_plan}};
+  j["passes"] = {{"reorder", p.opt.reorder}, {"gemm_first", p.opt.gemm_first}, {"layout_plan", p.opt.layout_plan},
+                 {"packed_update", p.opt.packed_update}};
+  j["kernels"] = split_name(p.opt.kernels);
   json tensors = json::array();
   for (const TensorNode& t : g.tensors) {
     tensors.push_back({{"name", t.name}, {"rows", t.rows}, {"cols", t.cols}, {"role", role_name(t.role)}});
@@ -78,7 +155,7 @@ json plan_to_json(const Plan& p) {
   json steps = json::array();
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const OpNode& o = g.ops[i];
-    json s = {{"op", o.name}, {"kind", op_kind_name(o.kind)}, {"engine", engine_name(o.engine)}, {"paper_step", o.step},
+    json s = {{"code", op_code_name(o.code)}, {"op", o.name}, {"kind", op_kind_name(o.kind)}, {"engine", engine_name(o.engine)}, {"paper_step", o.step},
               {"layout", layout_name(p.layouts.op_layout[i])}, {"kernel", o.kernel}};
     json ins = json::array(), outs = json::array();
     for (int t : o.inputs) ins.push_back(g.tensors[t].name);
@@ -118,73 +195,130 @@ json plan_to_json(const Plan& p) {
   j["estimated_cost"] = {{"cycles_per_chunk", p.layouts.cost},
                          {"us_per_chunk", p.layouts.cost / (p.clock_ghz * 1e3)},
                          {"dp_states", p.layouts.dp_states}};
+  if (p.has_mapping) {
+    j["strategy"] = p.strategy;
+    j["mapping"] = mapping_to_json(p.mapping);
+  }
   return j;
 }
 
 namespace {
 
-// Field access with paths for error messages; the first error sticks.
-struct Checker {
-  Status st;
-  bool ok() const { return st.ok(); }
-  void fail(const std::string& path, const std::string& what) {
-    if (st.ok()) st = InvalidArgument(path + ": " + what);
-  }
-  const json* get(const json& j, const std::string& path, const char* key) {
-    if (!ok()) return nullptr;
-    if (!j.is_object() || !j.contains(key)) {
-      fail(path.empty() ? key : path + "." + key, "missing");
-      return nullptr;
+Layout read_layout(const JsonReader& r, const char* key) {
+  const std::string s = r.str(key);
+  if (r.ok() && s != "dense" && s != "blocked") r.fail_at(key, "expected \"dense\" or \"blocked\"");
+  return s == "blocked" ? Layout::kBlocked : Layout::kDense;
+}
+
+bool same(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// The graph's tensors and steps (structure only; derived numbers are recomputed by the caller).
+void read_graph(const JsonReader& r, Plan& p, std::map<std::string, int>& ids) {
+  Graph& g = p.graph;
+  const json& tensors = r.array("tensors");
+  for (std::size_t i = 0; r.ok() && i < tensors.size(); ++i) {
+    const JsonReader t(tensors[i], "tensors[" + std::to_string(i) + "]", r);
+    const std::string name = t.str("name");
+    Value v;
+    if (r.ok() && !parse_value(name, &v)) t.fail_at("name", "unknown tensor '" + name + "'");
+    if (r.ok() && ids.count(name)) t.fail_at("name", "duplicate tensor '" + name + "'");
+    const int64_t rows = t.integer("rows", 1, 1 << 20), cols = t.integer("cols", 1, 1 << 20);
+    const std::string role = t.str("role");
+    if (!r.ok()) break;
+    const int id = g.add_tensor(v, rows, cols);
+    if (role != role_name(g.tensors[id].role)) {
+      t.fail_at("role", "'" + name + "' is " + role_name(g.tensors[id].role) + ", got '" + role + "'");
     }
-    return &j.at(key);
+    ids[name] = id;
+    if (v == Value::kS) g.state_in = id;
+    if (v == Value::kSnew) g.state_out = id;
   }
-  // An array field (empty when missing or not an array, after recording the error).
-  const json& array(const json& j, const std::string& path, const char* key, bool non_empty = false) {
-    static const json kEmpty = json::array();
-    const json* v = get(j, path, key);
-    if (!v) return kEmpty;
-    if (!v->is_array() || (non_empty && v->empty())) {
-      fail(path.empty() ? key : path + "." + key, non_empty ? "expected a non-empty array" : "expected an array");
-      return kEmpty;
+  const json& steps = r.array("steps", true);
+  for (std::size_t i = 0; r.ok() && i < steps.size(); ++i) {
+    const JsonReader s(steps[i], "steps[" + std::to_string(i) + "]", r);
+    OpNode o;
+    const std::string code = s.str("code");
+    if (r.ok() && !parse_op_code(code, &o.code)) s.fail_at("code", "unknown operator code '" + code + "'");
+    o.name = s.str("op");
+    const std::string k = s.str("kind");
+    if (r.ok() && k != "gemm" && k != "solve" && k != "vector") s.fail_at("kind", "expected gemm, solve or vector");
+    o.kind = k == "gemm" ? OpKind::kGemm : k == "solve" ? OpKind::kSolve : OpKind::kVector;
+    const std::string e = s.str("engine");
+    const std::string want = o.kind == OpKind::kVector ? "vector" : "matrix";
+    if (r.ok() && e != want) s.fail_at("engine", "a " + k + " step runs on the " + want + " engine, got '" + e + "'");
+    o.engine = o.kind == OpKind::kVector ? Engine::kVector : Engine::kMatrix;
+    o.step = static_cast<int>(s.integer("paper_step", 1, 6));
+    o.kernel = static_cast<int>(s.integer("kernel", 0, 31));
+    p.layouts.op_layout.push_back(read_layout(s, "layout"));
+    for (const char* key : {"inputs", "outputs"}) {
+      const json& list = s.array(key);
+      for (std::size_t q = 0; r.ok() && q < list.size(); ++q) {
+        const std::string lp = s.path_of(key) + "[" + std::to_string(q) + "]";
+        if (!list[q].is_string() || !ids.count(list[q].get<std::string>())) {
+          r.fail(lp, list[q].is_string() ? "unknown tensor '" + list[q].get<std::string>() + "'" : "expected a tensor name");
+          break;
+        }
+        (std::string(key) == "inputs" ? o.inputs : o.outputs).push_back(ids[list[q].get<std::string>()]);
+      }
     }
-    return *v;
-  }
-  std::string str(const json& j, const std::string& path, const char* key) {
-    const json* v = get(j, path, key);
-    if (!v) return "";
-    if (!v->is_string()) fail(path.empty() ? key : path + "." + key, "expected a string");
-    return ok() ? v->get<std::string>() : "";
-  }
-  double num(const json& j, const std::string& path, const char* key) {
-    const json* v = get(j, path, key);
-    if (!v) return 0;
-    if (!v->is_number()) fail(path.empty() ? key : path + "." + key, "expected a number");
-    return ok() ? v->get<double>() : 0;
-  }
-  int64_t integer(const json& j, const std::string& path, const char* key, int64_t lo, int64_t hi) {
-    const json* v = get(j, path, key);
-    if (!v) return 0;
-    const std::string p = path.empty() ? key : path + "." + key;
-    if (!v->is_number_integer()) {
-      fail(p, "expected an integer");
-      return 0;
+    if (o.kind == OpKind::kVector) {
+      o.vector_ops = s.num("vector_ops");
+      o.row_wise = s.flag("row_wise");
+    } else {
+      o.m = s.integer("m", 1, 1 << 20);
+      o.n = s.integer("n", 1, 1 << 20);
+      o.k = s.integer("k", 1, 1 << 20);
+      o.trans_a = s.flag("trans_a");
+      o.trans_b = s.flag("trans_b");
     }
-    const int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi) fail(p, "expected " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + std::to_string(x));
-    return x;
+    g.ops.push_back(o);
   }
-  bool flag(const json& j, const std::string& path, const char* key) {
-    const json* v = get(j, path, key);
-    if (!v) return false;
-    if (!v->is_boolean()) fail(path.empty() ? key : path + "." + key, "expected true or false");
-    return ok() && v->get<bool>();
+}
+
+// Stored derived fields against the recomputed plan `q`: the first disagreement, naming the field.
+void check_derived(const JsonReader& r, const Plan& q) {
+  auto differs = [&](const std::string& field, const std::string& stored, const std::string& now) {
+    r.fail(field, "stored " + stored + ", the plan recomputes " + now);
+  };
+  const json& j = r.raw();
+  if (!r.ok()) return;
+  for (auto it = j["peak_bytes"].begin(); r.ok() && it != j["peak_bytes"].end(); ++it) {
+    const auto f = q.lifetimes.peak_bytes.find(it.key());
+    const std::string now = f == q.lifetimes.peak_bytes.end() ? "no such memory" : std::to_string(f->second);
+    if (!it.value().is_number_integer() || f == q.lifetimes.peak_bytes.end() || it.value().get<int64_t>() != f->second) {
+      differs("peak_bytes." + it.key(), it.value().dump(), now);
+    }
   }
-  Layout layout(const json& j, const std::string& path, const char* key) {
-    const std::string s = str(j, path, key);
-    if (ok() && s != "dense" && s != "blocked") fail(path + "." + key, "expected \"dense\" or \"blocked\"");
-    return s == "blocked" ? Layout::kBlocked : Layout::kDense;
+  if (r.ok() && j["peak_bytes"].size() != q.lifetimes.peak_bytes.size()) {
+    differs("peak_bytes", std::to_string(j["peak_bytes"].size()) + " memories", std::to_string(q.lifetimes.peak_bytes.size()));
   }
-};
+  if (r.ok() && r.flag("state_in_place") != q.lifetimes.state_in_place) {
+    differs("state_in_place", j["state_in_place"].dump(), q.lifetimes.state_in_place ? "true" : "false");
+  }
+  const int64_t mt = r.integer("materialised_traffic_bytes", 0, INT64_MAX);
+  if (r.ok() && mt != q.lifetimes.materialised_traffic_bytes) {
+    differs("materialised_traffic_bytes", std::to_string(mt), std::to_string(q.lifetimes.materialised_traffic_bytes));
+  }
+  const double cost = r.child("estimated_cost").num("cycles_per_chunk");
+  if (r.ok() && !same(cost, q.layouts.cost)) {
+    differs("estimated_cost.cycles_per_chunk", std::to_string(cost), std::to_string(q.layouts.cost));
+  }
+  const double fla = r.child("macs_per_chunk").num("fla_order");
+  if (r.ok() && !same(fla, q.fla_order_macs)) differs("macs_per_chunk.fla_order", std::to_string(fla), std::to_string(q.fla_order_macs));
+  const json& tr = r.array("transforms");
+  if (r.ok() && tr.size() != q.layouts.transforms.size()) {
+    differs("transforms", std::to_string(tr.size()) + " transforms", std::to_string(q.layouts.transforms.size()));
+  }
+  for (std::size_t i = 0; r.ok() && i < tr.size(); ++i) {
+    const JsonReader t(tr[i], "transforms[" + std::to_string(i) + "]", r);
+    const Transform& x = q.layouts.transforms[i];
+    const json* b = t.get("before_step");
+    const int before = b && b->is_number_integer() ? b->get<int>() : -1;
+    if (r.ok() && (t.str("tensor") != q.graph.tensors[x.tensor].name || before != x.before_op || !same(t.num("cycles"), x.cost))) {
+      differs(t.path(), tr[i].dump(), "a transform of '" + q.graph.tensors[x.tensor].name + "'");
+    }
+  }
+}
 
 }  // namespace
 
@@ -195,141 +329,69 @@ Status plan_from_json(const std::string& text, Plan* out) {
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("plan is not JSON: ") + e.what());
   }
-  Checker c;
-  Plan p;
-  if (c.str(j, "", "schema") != kSchema && c.ok()) c.fail("schema", std::string("expected \"") + kSchema + "\"");
-  const std::string kind = c.str(j, "", "kind");
-  if (c.ok() && kind != "gdn" && kind != "kda") c.fail("kind", "expected \"gdn\" or \"kda\"");
-  p.kind = kind == "kda" ? Kind::kKda : Kind::kGdn;
-  p.device = c.str(j, "", "device");
-  p.device_file = c.str(j, "", "device_file");
-  p.clock_ghz = c.num(j, "", "clock_ghz");
-  if (c.ok() && !(p.clock_ghz > 0)) c.fail("clock_ghz", "expected a positive number");
-  p.opt.C = c.integer(j, "", "chunk_size", 16, 64);
-  p.opt.K = c.integer(j, "", "k", 1, 256);
-  p.opt.V = c.integer(j, "", "v", 1, 256);
-  if (const json* ps = c.get(j, "", "passes")) {
-    p.opt.reorder = c.flag(*ps, "passes", "reorder");
-    p.opt.gemm_first = c.flag(*ps, "passes", "gemm_first");
-    p.opt.layout_plan = c.flag(*ps, "passes", "layout_plan");
+  JsonReader r(j, "");
+  const std::string schema = r.str("schema");
+  if (r.ok() && schema == "hanpu-plan/1") {
+    return InvalidArgument("schema: \"hanpu-plan/1\" plans have no mapping of the work and are no longer run; "
+                           "make a hanpu-plan/2 plan with `hanpu plan --strategy NAME --device D --json FILE`");
   }
+  if (r.ok() && schema != kSchema) r.fail("schema", std::string("expected \"") + kSchema + "\"");
+  Plan p;
+  const std::string kind = r.str("kind");
+  if (r.ok() && kind != "gdn" && kind != "kda") r.fail("kind", "expected \"gdn\" or \"kda\"");
+  p.kind = kind == "kda" ? Kind::kKda : Kind::kGdn;
+  p.device = r.str("device");
+  p.device_file = r.str("device_file");
+  p.opt.C = r.integer("chunk_size", 16, 64);
+  if (r.ok() && p.opt.C != 16 && p.opt.C != 32 && p.opt.C != 64) r.fail("chunk_size", "expected 16, 32 or 64");
+  p.opt.K = r.integer("k", 1, 256);
+  p.opt.V = r.integer("v", 1, 256);
+  const JsonReader ps = r.child("passes");
+  p.opt.reorder = ps.flag("reorder");
+  p.opt.gemm_first = ps.flag("gemm_first");
+  p.opt.layout_plan = ps.flag("layout_plan");
+  p.opt.packed_update = ps.flag("packed_update");
+  const std::string split = r.str("kernels");
+  if (r.ok() && split != "fused" && split != "fla" && split != "native") r.fail("kernels", "expected fused, fla or native");
+  p.opt.kernels = split == "fla" ? KernelSplit::kFla : split == "native" ? KernelSplit::kNative : KernelSplit::kFused;
   Graph& g = p.graph;
   g.kind = p.kind;
   g.C = p.opt.C;
   g.K = p.opt.K;
   g.V = p.opt.V;
   std::map<std::string, int> ids;
-  const json& tensors = c.array(j, "", "tensors");
-  for (std::size_t i = 0; c.ok() && i < tensors.size(); ++i) {
-    const std::string path = "tensors[" + std::to_string(i) + "]";
-    const json& t = tensors[i];
-    TensorNode n;
-    n.name = c.str(t, path, "name");
-    n.rows = c.integer(t, path, "rows", 1, 1 << 20);
-    n.cols = c.integer(t, path, "cols", 1, 1 << 20);
-    const std::string role = c.str(t, path, "role");
-    const std::map<std::string, Role> roles = {{"input", Role::kInput}, {"intermediate", Role::kIntermediate},
-                                               {"state_in", Role::kStateIn}, {"state_out", Role::kStateOut},
-                                               {"output", Role::kOutput}};
-    if (c.ok() && !roles.count(role)) c.fail(path + ".role", "unknown role '" + role + "'");
-    if (c.ok() && ids.count(n.name)) c.fail(path + ".name", "duplicate tensor '" + n.name + "'");
-    if (!c.ok()) break;
-    n.role = roles.at(role);
-    ids[n.name] = static_cast<int>(g.tensors.size());
-    if (n.role == Role::kStateIn) g.state_in = ids[n.name];
-    if (n.role == Role::kStateOut) g.state_out = ids[n.name];
-    g.tensors.push_back(n);
-  }
-  const json& steps = c.array(j, "", "steps", true);
-  for (std::size_t i = 0; c.ok() && i < steps.size(); ++i) {
-    const std::string path = "steps[" + std::to_string(i) + "]";
-    const json& s = steps[i];
-    OpNode o;
-    o.name = c.str(s, path, "op");
-    const std::string k = c.str(s, path, "kind");
-    if (c.ok() && k != "gemm" && k != "solve" && k != "vector") c.fail(path + ".kind", "expected gemm, solve or vector");
-    o.kind = k == "gemm" ? OpKind::kGemm : k == "solve" ? OpKind::kSolve : OpKind::kVector;
-    const std::string e = c.str(s, path, "engine");
-    const std::string want = o.kind == OpKind::kVector ? "vector" : "matrix";
-    if (c.ok() && e != want) c.fail(path + ".engine", "a " + k + " step runs on the " + want + " engine, got '" + e + "'");
-    o.engine = o.kind == OpKind::kVector ? Engine::kVector : Engine::kMatrix;
-    o.step = static_cast<int>(c.integer(s, path, "paper_step", 1, 6));
-    o.kernel = static_cast<int>(c.integer(s, path, "kernel", 0, 1000));
-    p.layouts.op_layout.push_back(c.layout(s, path, "layout"));
-    for (const char* key : {"inputs", "outputs"}) {
-      const json& list = c.array(s, path, key);
-      for (std::size_t q = 0; c.ok() && q < list.size(); ++q) {
-        const std::string lp = path + "." + key + "[" + std::to_string(q) + "]";
-        if (!list[q].is_string()) {
-          c.fail(lp, "expected a tensor name");
-          break;
-        }
-        const std::string name = list[q].get<std::string>();
-        if (!ids.count(name)) {
-          c.fail(lp, "unknown tensor '" + name + "'");
-          break;
-        }
-        (std::string(key) == "inputs" ? o.inputs : o.outputs).push_back(ids[name]);
-      }
-    }
-    if (o.kind == OpKind::kVector) {
-      o.vector_ops = c.num(s, path, "vector_ops");
-      o.row_wise = c.flag(s, path, "row_wise");
-    } else {
-      o.m = c.integer(s, path, "m", 1, 1 << 20);
-      o.n = c.integer(s, path, "n", 1, 1 << 20);
-      o.k = c.integer(s, path, "k", 1, 1 << 20);
-      o.trans_a = c.flag(s, path, "trans_a");
-      o.trans_b = c.flag(s, path, "trans_b");
-    }
-    g.ops.push_back(o);
-  }
-  if (c.ok()) {
+  read_graph(r, p, ids);
+  if (r.ok()) {
     const Status gs = check_graph(g);
-    if (!gs.ok()) c.fail("steps", gs.message());
+    if (!gs.ok()) r.fail("steps", gs.message());
   }
-  p.layouts.state_layout = c.layout(j, "", "state_layout");
-  const json& tr = c.array(j, "", "transforms");
-  for (std::size_t i = 0; c.ok() && i < tr.size(); ++i) {
-    const std::string path = "transforms[" + std::to_string(i) + "]";
-    const json& t = tr[i];
-    Transform x;
-    const std::string name = c.str(t, path, "tensor");
-    if (c.ok() && !ids.count(name)) c.fail(path + ".tensor", "unknown tensor '" + name + "'");
-    if (!c.ok()) break;
-    x.tensor = ids[name];
-    x.from = c.layout(t, path, "from");
-    x.to = c.layout(t, path, "to");
-    if (c.ok() && x.from == x.to) c.fail(path, "a transform must change the layout");
-    const json* b = c.get(t, path, "before_step");
-    if (c.ok()) {
-      if (b->is_null()) {
-        x.before_op = -1;
-      } else {
-        x.before_op = static_cast<int>(c.integer(t, path, "before_step", 0, static_cast<int64_t>(g.ops.size()) - 1));
-      }
+  p.layouts.state_layout = read_layout(r, "state_layout");
+  if (!r.ok()) return r.status();
+  // Derived fields: recomputed from the structure on the plan's device, and refused where they disagree.
+  Device d;
+  const Status ds = load_device(std::filesystem::exists(p.device_file) ? p.device_file : p.device, &d);
+  if (!ds.ok()) return InvalidArgument("device: " + ds.message());
+  if (d.name != p.device) return InvalidArgument("device: the description at '" + p.device_file + "' is '" + d.name + "'");
+  p.clock_ghz = d.clock_ghz;
+  p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
+  if (!std::isfinite(p.layouts.cost)) return InvalidArgument("steps: a step's layout is not allowed on device '" + d.name + "'");
+  p.lifetimes = analyse_lifetimes(g, d);
+  p.fla_order_macs = fla_order_macs(p.kind, p.opt);
+  if (!same(r.num("clock_ghz"), d.clock_ghz) && r.ok()) r.fail("clock_ghz", "differs from the device's");
+  check_derived(r, p);
+  if (!r.ok()) return r.status();
+  if (j.contains("mapping")) {
+    p.strategy = r.str("strategy");
+    const StrategyInfo* info = find_strategy(p.strategy);
+    if (r.ok() && !info) return unknown_strategy(p.strategy, true);
+    if (!r.ok()) return r.status();
+    p.strategy_opt = info->opt;
+    HANPU_RETURN_IF_ERROR(mapping_from_json(j["mapping"], &p.mapping));
+    if (p.mapping.shape.C != p.opt.C || p.mapping.shape.V != p.opt.V) {
+      return InvalidArgument("mapping.shape: chunk size and v must be the plan's");
     }
-    x.cost = c.num(t, path, "cycles");
-    p.layouts.transforms.push_back(x);
+    p.has_mapping = true;
   }
-  if (const json* m = c.get(j, "", "macs_per_chunk")) p.fla_order_macs = c.num(*m, "macs_per_chunk", "fla_order");
-  if (const json* pk = c.get(j, "", "peak_bytes")) {
-    if (c.ok() && !pk->is_object()) c.fail("peak_bytes", "expected an object keyed by memory name");
-    for (auto it = pk->begin(); c.ok() && it != pk->end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
-        c.fail("peak_bytes." + it.key(), "expected a byte count");
-      } else {
-        p.lifetimes.peak_bytes[it.key()] = it.value().get<int64_t>();
-      }
-    }
-  }
-  p.lifetimes.state_in_place = c.flag(j, "", "state_in_place");
-  p.lifetimes.materialised_traffic_bytes = c.integer(j, "", "materialised_traffic_bytes", 0, INT64_MAX);
-  if (const json* ec = c.get(j, "", "estimated_cost")) {
-    p.layouts.cost = c.num(*ec, "estimated_cost", "cycles_per_chunk");
-    p.layouts.dp_states = c.integer(*ec, "estimated_cost", "dp_states", 0, INT64_MAX);
-  }
-  if (!c.ok()) return c.st;
   *out = std::move(p);
   return Status::Ok();
 }
@@ -382,6 +444,19 @@ std::string plan_report(const Plan& p) {
   std::snprintf(buf, sizeof buf, "estimated cost: %.0f cycles per chunk (%.2f us at %.2f GHz), %zu transforms\n",
                 p.layouts.cost, p.layouts.cost / (p.clock_ghz * 1e3), p.clock_ghz, p.layouts.transforms.size());
   os << buf;
+  if (p.has_mapping) {
+    const Mapping& m = p.mapping;
+    os << "strategy: " << p.strategy << "; mapping of " << m.shape.sequences() << " sequence(s) x " << m.shape.HV
+       << " value heads (" << m.shape.total_chunks() << " chunks each head) onto " << m.shape.workers << " workers:";
+    const auto ranges = m.phase_ranges();
+    for (std::size_t i = 0; i < m.phases.size(); ++i) {
+      os << (i ? "," : "") << " " << (m.phases[i].sync == Sync::kBarrier ? "| " : "") << work_name(m.phases[i].work)
+         << " (" << ranges[i].second - ranges[i].first << " items)";
+    }
+    os << "\n";
+    if (m.tail_split > 1) os << "tail heads split into " << m.tail_split << " column slices\n";
+    if (m.segment_chunks > 0) os << "segments of " << m.segment_chunks << " chunks\n";
+  }
   return os.str();
 }
 

@@ -1,5 +1,8 @@
-// Static execution plans: the planner's passes applied to a chunk graph for a device, and the plan's
-// versioned JSON form ("hanpu-plan/1"). A plan is deterministic: the same arguments give the same JSON.
+// Execution plans, the hub of hanpu (DESIGN.md §3): a strategy's planner passes applied for a device and
+// a problem shape give the typed chunk graph, its layouts and lifetimes, and the mapping of the whole
+// problem's work onto workers. The CPU executor and the NPU model both interpret this one plan. Its JSON
+// form is versioned ("hanpu-plan/2"); derived fields (peaks, costs, in-place update, MACs) are recomputed
+// on load and a file whose stored values disagree is refused. A plan is deterministic.
 #pragma once
 
 #include <memory>
@@ -11,6 +14,8 @@
 #include "plan/graph.h"
 #include "plan/layout.h"
 #include "plan/lifetime.h"
+#include "plan/mapping.h"
+#include "plan/strategy.h"
 
 namespace hanpu::plan {
 
@@ -19,6 +24,8 @@ struct PlanOptions {
   bool reorder = true;      // chunk-first pass
   bool gemm_first = true;   // GEMM-first rewriting
   bool layout_plan = true;  // DP layout planning (else the fixed layouts of fixed_layouts())
+  KernelSplit kernels = KernelSplit::kFused;
+  bool packed_update = false;  // fixed layouts: the update's GEMM reads a packed panel (KtV blocked)
 };
 
 struct Plan {
@@ -30,9 +37,34 @@ struct Plan {
   LifetimeReport lifetimes;
   double fla_order_macs = 0;  // matrix MACs of the same chunk in FLA's order, for the MAC report
   double clock_ghz = 1;
+  // The execution plan's mapping (empty for a chunk plan alone: make_plan).
+  std::string strategy;
+  StrategyOptions strategy_opt;
+  bool has_mapping = false;
+  Mapping mapping;
 };
 
+// The chunk plan alone: graph, layouts and lifetimes of one chunk of a head.
 Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out);
+// The same chunk plan for `cols` value columns (a tail head's slice).
+Status make_slice_plan(const Plan& whole, const Device& d, int64_t cols, Plan* out);
+
+// What the execution plan maps beyond the chunk: the shape, the alignment of column slices (the CPU's
+// GEMM column block, the device's block_cols on the NPU model) and the dataflow's knobs.
+struct MapRequest {
+  Shape shape;
+  int64_t column_align = 0;  // 0: the device's block_cols
+  int64_t segment_chunks = 0;
+  bool chunk_parallel_fallback = false;
+};
+
+// The execution plan of a strategy (a registry name, plan/strategy.h) for a device and a shape. `po` gives
+// C, K and V (its pass switches come from the strategy).
+Status make_execution_plan(Kind kind, const Device& d, const std::string& strategy, const PlanOptions& po,
+                           const MapRequest& req, Plan* out);
+// The same with explicit strategy options (the CPU engine's switches); `name` is recorded.
+Status make_execution_plan(Kind kind, const Device& d, const std::string& name, const StrategyOptions& so,
+                           const PlanOptions& po, const MapRequest& req, Plan* out);
 
 nlohmann::json plan_to_json(const Plan& p);
 // Validates a plan document completely (schema, types, names, dependencies, layouts) and rebuilds the

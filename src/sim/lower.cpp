@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -11,21 +12,7 @@
 
 namespace hanpu::sim {
 
-const std::vector<std::string>& sim_strategies() {
-  static const std::vector<std::string> s = {"native", "fla", "fla-megakernel", "flashqla", "hanpu"};
-  return s;
-}
-
-const std::vector<std::string>& sim_ablation_steps() {
-  static const std::vector<std::string> s = {"fla", "+fusion", "+tail-split", "+chunk-first", "+gemm-first",
-                                             "+layout-plan"};
-  return s;
-}
-
-Engines engines_of(const plan::Device& d) {
-  if (d.name.rfind("hexagon", 0) == 0) return {"DMA", "DMA", "HMX-load", "HMX", "HMX-out", "HVX", "Scalar"};
-  return {"MTE2", "MTE3", "MTE1", "Cube", d.sim.l0c_to_ub_via_vector ? "Vector" : "FixPipe", "Vector", "Scalar"};
-}
+Engines engines_of(const plan::Device& d) { return d.sim.queues; }
 
 namespace {
 
@@ -290,6 +277,17 @@ class ChunkLowering {
   int out_t_ = -1;
 };
 
+// Each (head, chunk) becomes tens of tasks held in memory: bound the program (64 heads x 65,536 tokens is
+// 65,536 units).
+Status check_size(int64_t heads, int64_t chunks) {
+  constexpr int64_t kMaxUnits = int64_t{1} << 18;
+  if (heads * chunks > kMaxUnits) {
+    return InvalidArgument("heads x chunks = " + std::to_string(heads * chunks) +
+                           " is more than the model simulates in one run (" + std::to_string(kMaxUnits) + ")");
+  }
+  return Status::Ok();
+}
+
 Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out) {
   SpillPlan sp;
   HANPU_RETURN_IF_ERROR(plan_spills(pl.graph, d, &sp));
@@ -297,106 +295,45 @@ Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_pt
   return Status::Ok();
 }
 
-int kernel_count(const plan::Graph& g) {
-  int k = 0;
-  for (const plan::OpNode& o : g.ops) k = std::max(k, o.kernel + 1);
-  return k;
-}
-
-// Whether kernel k carries the recurrence (writes S'): it then runs chunks in order per head. Other
-// kernels that read a chunk's S load it from global memory, where the recurrence stored it.
-bool stateful(const plan::Graph& g, int k) { return g.ops[g.producer(g.state_out)].kernel == k; }
-
-// native, fla, fla-megakernel: one launch (or barrier phase) per kernel of the graph.
-void lower_materialising(Emitter& em, const ChunkLowering& low, int cores, int64_t heads, int64_t chunks,
-                         bool megakernel) {
-  const plan::Graph& g = low.graph();
-  std::vector<int> gate = em.launch(cores, {});
-  for (int k = 0; k < kernel_count(g); ++k) {
-    if (k > 0) {
-      gate = megakernel ? em.sync(cores, em.tails(), em.device().sim.barrier_us, "barrier") : em.launch(cores, em.tails());
-    }
-    const KernelMask mask = 1u << k;
-    if (stateful(g, k)) {
-      for (int64_t h = 0; h < heads; ++h) low.chain(em, static_cast<int>(h % cores), mask, chunks, -1, gate[h % cores]);
-    } else {
-      low.spread(em, cores, heads * chunks, mask, gate);
-    }
-  }
-}
-
-// FlashQLA's segment length rule, max(4, 2^round(log2(3 sqrt(heads * chunks / cores)))).
-int64_t segment_length(int64_t heads, int64_t chunks, int cores) {
-  const double x = 3.0 * std::sqrt(static_cast<double>(heads) * static_cast<double>(chunks) / cores);
-  return std::max<int64_t>(4, int64_t{1} << static_cast<int>(std::lround(std::log2(std::max(1.0, x)))));
-}
-
-// flashqla on FLA's kernel split (0: #1-#4, 1: #5, 2: #6).
-void lower_flashqla(Emitter& em, const ChunkLowering& low, int cores, const Workload& w, int64_t chunks) {
-  const plan::Graph& g = low.graph();
-  const int64_t lseg = w.segment_chunks > 0 ? w.segment_chunks : segment_length(w.heads, chunks, cores);
-  const int64_t segs = (chunks + lseg - 1) / lseg;
-  const int64_t warm = std::min(w.warmup_chunks, lseg);
-  const double state_bytes = static_cast<double>(low.bytes(g.state_out));
-  // 1. #1-#4 over (head, chunk).
-  std::vector<int> gate = em.launch(cores, {});
-  low.spread(em, cores, w.heads * chunks, 1u << 0, gate);
-  // 2. Warm-ups over (head, segment >= 1): the recurrence from a zero state over the last `warm` chunks
-  //    before the segment; the end state goes to global memory.
-  gate = em.launch(cores, em.tails());
-  for (int64_t u = 0; u < w.heads * (segs - 1); ++u) {
-    const int core = static_cast<int>(u % cores);
-    const int state = low.chain(em, core, 1u << 1, warm, -1, gate[core], false);
-    em.store(core, state_bytes, {state}, "segment state");
-  }
-  // 3. Per head, serially over segments: each segment's initial state handed on (read, written).
-  gate = em.launch(cores, em.tails());
-  for (int64_t h = 0; h < w.heads; ++h) {
-    const int core = static_cast<int>(h % cores);
-    for (int64_t s = 1; s < segs; ++s) {
-      const int ld = em.load(core, state_bytes, {gate[core]}, "segment state");
-      em.store(core, state_bytes, {ld}, "initial state");
+// One phase's items on the model: gate[c] is what core c's items wait for (the launch or barrier).
+void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std::size_t begin, std::size_t end,
+                 const std::vector<int>& gate, const Workload& w,
+                 const std::function<const ChunkLowering&(int64_t cols)>& lowering) {
+  const ChunkLowering& low = lowering(m.shape.V);
+  const double state_bytes = static_cast<double>(low.bytes(low.graph().state_out));
+  const KernelMask mask = ph.kernels;
+  for (std::size_t i = begin; i < end; ++i) {
+    const plan::WorkItem& it = m.items[i];
+    const int core = it.worker;
+    switch (ph.work) {
+      case plan::Work::kHead: lowering(it.cols).head(em, core, it.chunks, gate[core]); break;
+      case plan::Work::kRecurrence: low.chain(em, core, mask, it.chunks, -1, gate[core]); break;
+      case plan::Work::kWarmup: {
+        // The recurrence from a zero state over the segment's last warm-up chunks; the end state to memory.
+        const int state = low.chain(em, core, mask, std::min(w.warmup_chunks, it.chunks), -1, gate[core], false);
+        em.store(core, state_bytes, {state}, "segment state");
+        break;
+      }
+      case plan::Work::kHandOn:
+        // Serially over the unit's segments: each segment's initial state handed on (read, written).
+        for (int64_t s = 1; s * m.segment_chunks < it.chunks; ++s) {
+          const int ld = em.load(core, state_bytes, {gate[core]}, "segment state");
+          em.store(core, state_bytes, {ld}, "initial state");
+        }
+        break;
+      case plan::Work::kSegment: {
+        const int state = it.chunk0 == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
+        low.chain(em, core, mask, it.chunks, state, gate[core]);
+        break;
+      }
+      default:  // per-chunk work: each chunk independent, intermediates through global memory
+        for (int64_t c = 0; c < it.chunks; ++c) {
+          std::map<int, int> have;
+          low.chunk(em, core, mask, have, gate[core]);
+        }
+        break;
     }
   }
-  // 4. Over (head, segment): the recurrence from the segment's initial state and every chunk's output.
-  gate = em.launch(cores, em.tails());
-  for (int64_t u = 0; u < w.heads * segs; ++u) {
-    const int core = static_cast<int>(u % cores);
-    const int64_t seg = u % segs;
-    const int state = seg == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
-    low.chain(em, core, (1u << 1) | (1u << 2), std::min(chunks, (seg + 1) * lseg) - seg * lseg, state, gate[core]);
-  }
-}
-
-// Column slices per tail head: the count s that minimises the tail's estimated time, ceil(tail * s / cores)
-// waves of one slice's chunk cost each (1: no split, one wave of whole heads); every slice keeps at least
-// one block of columns. `slice` receives the plan of a slice when s > 1.
-Status choose_tail_split(Kind kind, const plan::Device& d, const plan::PlanOptions& po, double head_cost,
-                         int64_t tail, int* split, plan::Plan* slice) {
-  const int cores = d.cores;
-  double best = static_cast<double>((tail + cores - 1) / cores) * head_cost;
-  *split = 1;
-  for (int64_t sp = 2; sp <= std::min<int64_t>(cores, po.V / d.block_cols); ++sp) {
-    plan::PlanOptions so = po;
-    so.V = (po.V + sp - 1) / sp;
-    plan::Plan p;
-    HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, so, &p));
-    const double t = static_cast<double>((tail * sp + cores - 1) / cores) * p.layouts.cost;
-    if (t < best) {
-      best = t;
-      *split = static_cast<int>(sp);
-      *slice = std::move(p);
-    }
-  }
-  return Status::Ok();
-}
-
-plan::PlanOptions plan_options(const Workload& w, int64_t V) {
-  plan::PlanOptions po;
-  po.C = w.C;
-  po.K = w.K;
-  po.V = V;
-  return po;
 }
 
 }  // namespace
@@ -464,78 +401,69 @@ std::string chrome_trace(const Program& p, const Schedule& s, const std::string&
 Status simulate_strategy(const std::string& name, const plan::Device& d, const Workload& w, SimRecord* out,
                          std::string* trace) {
   if (!d.has_sim) return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
-  const auto& strategies = sim_strategies();
-  const auto& steps = sim_ablation_steps();
-  if (std::find(strategies.begin(), strategies.end(), name) == strategies.end() &&
-      std::find(steps.begin(), steps.end(), name) == steps.end()) {
-    std::string known;
-    for (const auto& s : strategies) known += s + ", ";
-    for (const auto& s : steps) known += s + (&s == &steps.back() ? "" : ", ");
-    return InvalidArgument("strategy '" + name + "' is not modelled (modelled: " + known + ")");
-  }
+  if (!plan::find_strategy(name)) return plan::unknown_strategy(name, true);
   if (w.heads < 1 || w.tokens < 1) return InvalidArgument("heads and tokens must be >= 1");
-  // Each (head, chunk) becomes tens of tasks held in memory: bound the program (64 heads x 65,536 tokens is
-  // 65,536 units).
-  constexpr int64_t kMaxUnits = int64_t{1} << 18;
-  if (w.heads * ((w.tokens + w.C - 1) / w.C) > kMaxUnits) {
-    return InvalidArgument("heads x chunks = " + std::to_string(w.heads * ((w.tokens + w.C - 1) / w.C)) +
-                           " is more than the model simulates in one run (" + std::to_string(kMaxUnits) + ")");
+  if (w.warmup_chunks < 1) return InvalidArgument("warmup_chunks must be >= 1");
+  plan::PlanOptions po;
+  po.C = w.C;
+  po.K = w.K;
+  po.V = w.V;
+  plan::MapRequest req;
+  req.shape.seq_tokens = {w.tokens};
+  req.shape.C = w.C;
+  req.shape.HV = w.heads;
+  req.shape.V = w.V;
+  req.shape.workers = d.cores;
+  req.segment_chunks = w.segment_chunks;
+  HANPU_RETURN_IF_ERROR(check_size(w.heads, (w.tokens + w.C - 1) / w.C));
+  plan::Plan pl;
+  HANPU_RETURN_IF_ERROR(plan::make_execution_plan(w.kind, d, name, po, req, &pl));
+  return simulate_plan(pl, d, w, out, trace);
+}
+
+Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload& w, SimRecord* out, std::string* trace) {
+  if (!d.has_sim) return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
+  if (!pl.has_mapping) return InvalidArgument("plan has no mapping (make it with hanpu plan --strategy ...)");
+  if (pl.device != d.name) return InvalidArgument("plan is for device '" + pl.device + "', not '" + d.name + "'");
+  const plan::Mapping& m = pl.mapping;
+  if (m.shape.workers != d.cores) {
+    return InvalidArgument("plan maps work onto " + std::to_string(m.shape.workers) + " workers, device '" + d.name +
+                           "' has " + std::to_string(d.cores) + " cores");
   }
   if (w.warmup_chunks < 1) return InvalidArgument("warmup_chunks must be >= 1");
-  const bool head_level = name == "hanpu" || name.front() == '+';
+  HANPU_RETURN_IF_ERROR(check_size(m.shape.units(), m.shape.total_chunks() / std::max<int64_t>(1, m.shape.sequences())));
+  for (const plan::Phase& ph : m.phases) {
+    if (ph.work == plan::Work::kPrepare || ph.work == plan::Work::kStatePart) {
+      return InvalidArgument("the NPU model does not lower the CPU's chunk-parallel fallback (phase '" +
+                             std::string(plan::work_name(ph.work)) + "')");
+    }
+  }
+  // One lowering per column width: the whole head's plan, and a slice plan for each narrower width.
+  std::map<int64_t, std::unique_ptr<ChunkLowering>> lowerings;
+  std::map<int64_t, plan::Plan> slice_plans;
+  HANPU_RETURN_IF_ERROR(make_lowering(pl, d, &lowerings[m.shape.V]));
+  for (const plan::WorkItem& it : m.items) {
+    if (lowerings.count(it.cols)) continue;
+    HANPU_RETURN_IF_ERROR(plan::make_slice_plan(pl, d, it.cols, &slice_plans[it.cols]));
+    HANPU_RETURN_IF_ERROR(make_lowering(slice_plans[it.cols], d, &lowerings[it.cols]));
+  }
+  const auto lowering = [&](int64_t cols) -> const ChunkLowering& { return *lowerings.at(cols); };
   const int cores = d.cores;
-  const int64_t chunks = (w.tokens + w.C - 1) / w.C;
-  plan::Plan pl;
-  plan::PlanOptions po = plan_options(w, w.V);
-  // The ablation adds hanpu's techniques one at a time; +layout-plan is hanpu.
-  const int rank = !head_level ? 0
-                   : name == "hanpu"
-                       ? static_cast<int>(steps.size()) - 1
-                       : static_cast<int>(std::find(steps.begin(), steps.end(), name) - steps.begin());
-  if (head_level) {
-    po.reorder = rank >= 3;
-    po.gemm_first = rank >= 4;
-    po.layout_plan = rank >= 5;
-    HANPU_RETURN_IF_ERROR(plan::make_plan(w.kind, d, po, &pl));
-  } else {
-    // The baselines keep FLA's order and the fixed layouts; their kernels split the chunk graph.
-    pl.kind = w.kind;
-    pl.opt = po;
-    plan::GraphOptions go;
-    go.chunk_first = go.gemm_first = false;
-    go.kernels = name == "native" ? "native" : "fla";
-    pl.graph = plan::build_chunk_graph(w.kind, w.C, w.K, w.V, go);
-    pl.layouts = plan::fixed_layouts(pl.graph, plan::DeviceCostModel(d));
-  }
-  std::unique_ptr<ChunkLowering> low;
-  HANPU_RETURN_IF_ERROR(make_lowering(pl, d, &low));
   Emitter em(d);
-  int split = 1;
-  std::unique_ptr<ChunkLowering> slice_low;
-  if (head_level) {
-    const int64_t tail = w.heads % cores;
-    plan::Plan slice_plan;
-    if (rank >= 2 && tail > 0) {
-      HANPU_RETURN_IF_ERROR(choose_tail_split(w.kind, d, po, pl.layouts.cost, tail, &split, &slice_plan));
-      if (split > 1) HANPU_RETURN_IF_ERROR(make_lowering(slice_plan, d, &slice_low));
-    }
-    const std::vector<int> gate = em.launch(cores, {});
-    const int64_t whole = split > 1 ? w.heads - tail : w.heads;
-    for (int64_t h = 0; h < whole; ++h) low->head(em, static_cast<int>(h % cores), chunks, gate[h % cores]);
-    for (int64_t slot = 0; slot < (w.heads - whole) * split; ++slot) {
-      const int core = static_cast<int>(slot % cores);
-      slice_low->head(em, core, chunks, gate[core]);
-    }
-  } else if (name == "flashqla") {
-    lower_flashqla(em, *low, cores, w, chunks);
-  } else {
-    lower_materialising(em, *low, cores, w.heads, chunks, name == "fla-megakernel");
+  const auto ranges = m.phase_ranges();
+  std::vector<int> gate;
+  for (std::size_t p = 0; p < m.phases.size(); ++p) {
+    if (p == 0) gate = em.launch(cores, {});
+    else if (m.phases[p].sync == plan::Sync::kLaunch) gate = em.launch(cores, em.tails());
+    else gate = em.sync(cores, em.tails(), d.sim.barrier_us, "barrier");
+    lower_phase(em, m, m.phases[p], ranges[p].first, ranges[p].second, gate, w, lowering);
   }
-  Machine m;
-  m.clock_ghz = d.clock_ghz;
-  m.global_bytes_per_ns = d.sim.global_gbps;
+  const ChunkLowering& low = *lowerings.at(m.shape.V);
+  Machine machine;
+  machine.clock_ghz = d.clock_ghz;
+  machine.global_bytes_per_ns = d.sim.global_gbps;
   Schedule s;
-  HANPU_RETURN_IF_ERROR(simulate(em.prog, m, &s));
+  HANPU_RETURN_IF_ERROR(simulate(em.prog, machine, &s));
   // Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end.
   std::map<std::pair<int, int>, std::vector<std::pair<double, int64_t>>> deltas;
   for (const Occupancy& o : em.occupancy) {
@@ -551,12 +479,12 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
     counters.push_back(occupancy_counter(key.first, mem, std::move(v), &peak));
     r.sim_peak_bytes[mem] = std::max(r.sim_peak_bytes[mem], peak);
   }
-  if (trace) *trace = chrome_trace(em.prog, s, d.name + " " + name, counters);
+  if (trace) *trace = chrome_trace(em.prog, s, d.name + " " + pl.strategy, counters);
   r.device = d.name;
-  r.strategy = name;
-  r.kind = kind_name(w.kind);
-  r.tokens = w.tokens;
-  r.heads = w.heads;
+  r.strategy = pl.strategy;
+  r.kind = kind_name(pl.kind);
+  r.tokens = m.shape.seq_tokens.empty() ? 0 : m.shape.seq_tokens[0];
+  r.heads = m.shape.HV;
   r.latency_us = s.makespan_ns / 1e3;
   r.gm_bytes = s.global_bytes;
   r.spill_bytes = em.spill;
@@ -564,15 +492,15 @@ Status simulate_strategy(const std::string& name, const plan::Device& d, const W
   r.matrix_macs = em.macs;
   r.tasks = static_cast<int64_t>(em.prog.tasks().size());
   r.launches = em.launches;
-  r.tail_split = split;
+  r.tail_split = m.tail_split;
   const double core_ns = s.makespan_ns * cores;
   r.matrix_util = r.matrix_macs / (core_ns * d.clock_ghz * d.matrix_macs_per_cycle);
   std::map<std::string, double> busy;
   for (const auto& [key, ns] : s.busy_ns) busy[key.second] += ns;
   for (const auto& [engine, ns] : busy) r.engine_busy[engine] = ns / core_ns;
-  r.peak_bytes = low->spills().peak_bytes;
-  if (slice_low) {
-    for (const auto& [mem, b] : slice_low->spills().peak_bytes) r.peak_bytes[mem] = std::max(r.peak_bytes[mem], b);
+  r.peak_bytes = low.spills().peak_bytes;
+  for (const auto& [cols, l] : lowerings) {
+    for (const auto& [mem, b] : l->spills().peak_bytes) r.peak_bytes[mem] = std::max(r.peak_bytes[mem], b);
   }
   const std::string& vec = em.engines().vector;
   r.vector_util = r.engine_busy.count(vec) ? r.engine_busy[vec] : 0;

@@ -10,7 +10,8 @@
 // device's per-transfer set-up and the chip's shared bandwidth. Buffer capacities: sim/spill.h (spilled
 // tensors are stored and reloaded through the same global-memory paths).
 //
-// Strategies (the CPU engine's, DESIGN.md §2):
+// What runs where is the execution plan's mapping (plan/mapping.h), made by the strategies' planner passes
+// (plan/strategy.h) and shared with the CPU executor:
 // - native: one launch per DESIGN step (#1 .. #6), every intermediate materialised in global memory.
 // - fla: three launches (#1-#4 over (head, chunk) pairs dealt round robin; #5 over heads, chunks in
 //   order, writing V' and every chunk's state; #6 over (head, chunk) pairs).
@@ -59,21 +60,19 @@ struct SimRecord {
   int tail_split = 1;  // hanpu: column slices per tail head
 };
 
-// Queue names of a device's engines (Hexagon: DMA, HMX, HVX; Ascend: MTE2, MTE1, Cube, FixPipe, Vector,
-// MTE3), and the control lane that launches and barriers occupy.
-struct Engines {
-  std::string load, store, matrix_load, matrix, matrix_out, vector, control;
-};
+// Queue names of a device's engines (its description's sim.queues), and the control lane that launches and
+// barriers occupy.
+using Engines = plan::Queues;
 Engines engines_of(const plan::Device& d);
 
-// The strategies the model lowers, and the ablation steps.
-const std::vector<std::string>& sim_strategies();
-const std::vector<std::string>& sim_ablation_steps();
-
-// Plans the chunk for the device (the passes the strategy or ablation step uses), lowers it and
-// simulates it. The device needs a "sim" section. With `trace`, also the Chrome/Perfetto trace.
+// Plans the strategy or ablation step (plan/strategy.h) for the device and the workload, lowers the plan
+// and simulates it. The device needs a "sim" section. With `trace`, also the Chrome/Perfetto trace.
 Status simulate_strategy(const std::string& strategy, const plan::Device& d, const Workload& w, SimRecord* out,
                          std::string* trace = nullptr);
+// Lowers an execution plan's mapping (made for this device) and simulates it; `w` gives the warm-up
+// length, the only workload parameter not in the plan.
+Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload& w, SimRecord* out,
+                     std::string* trace = nullptr);
 
 // Buffer occupancy over time: the counter track of one (core, memory).
 struct Counter {

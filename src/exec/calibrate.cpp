@@ -1,4 +1,4 @@
-#include "plan/calibrate.h"
+#include "exec/calibrate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,13 +18,6 @@
 #include "plan/device.h"
 
 namespace hanpu::plan {
-
-std::string calibrated_host_path() {
-  if (const char* p = std::getenv("HANPU_HOST_DEVICE")) return p;
-  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/hanpu/host.json";
-  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/hanpu/host.json";
-  return "host-calibrated.json";
-}
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hanpu/status.h"
+#include "plan/device.h"
 
 namespace hanpu::plan {
 
@@ -26,9 +27,5 @@ struct CalibrateOptions {
 // measured fields replaced; `progress` gets one line per measurement.
 Status calibrate_host(const CalibrateOptions& opt, const std::function<void(const std::string&)>& progress,
                       std::string* json_text);
-
-// Where `hanpu calibrate` writes by default and where load_device("host") looks first:
-// $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json.
-std::string calibrated_host_path();
 
 }  // namespace hanpu::plan
