@@ -206,7 +206,7 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   std::string again;
   ASSERT_EQ(run_cli("plan --load " + json_path, &again), 0) << again;
   EXPECT_EQ(again, log);  // the loaded plan prints exactly as planned
-  ASSERT_EQ(run_cli("plan --device host --no-reorder --no-gemm-first --no-layout-plan", &log), 0) << log;
+  ASSERT_EQ(run_cli("plan --device host --strategy +fusion", &log), 0) << log;
   EXPECT_NE(log.find("state updated in place: no"), std::string::npos) << log;
   EXPECT_EQ(run_cli("plan --device nope", &log), 2);
   EXPECT_NE(log.find("unknown device 'nope'"), std::string::npos) << log;
@@ -214,7 +214,7 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   EXPECT_NE(log.find("--device is required"), std::string::npos) << log;
   // The engine runs a saved plan: same result as without it (the plan is the default order).
   const std::string plan16 = temp("plan16.json"), in = temp("plan_in.safetensors");
-  ASSERT_EQ(run_cli("plan --kind gdn --device host --k 16 --v 8 --json " + plan16, &log), 0) << log;
+  ASSERT_EQ(run_cli("plan --kind gdn --device host --k 16 --v 8 --heads 2 --tokens 90 --json " + plan16, &log), 0) << log;
   ASSERT_TRUE(write_safetensors(in, testing::small_problem(Kind::kGdn, DType::kF32, 1, 90, 2, 2, 16, 8, 3)).ok());
   ASSERT_EQ(run_cli("run --kind gdn --mode engine --in " + in + " --out " + temp("o_plan.safetensors") +
                         " --plan " + plan16, &log), 0) << log;
@@ -228,7 +228,25 @@ TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {
   EXPECT_NE(log.find("plan chunk size is 64, the problem's is 32"), std::string::npos) << log;
   std::ofstream(temp("bad_plan.json")) << "{\"schema\": \"hanpu-plan/1\"}";
   EXPECT_EQ(run_cli("plan --load " + temp("bad_plan.json"), &log), 2);
-  EXPECT_NE(log.find("kind: missing"), std::string::npos) << log;
+  EXPECT_NE(log.find("hanpu-plan/1\" plans have no mapping"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("plan --device host --strategy flq", &log), 2);
+  EXPECT_NE(log.find("unknown strategy 'flq' (known: native, fla"), std::string::npos) << log;
+}
+
+// One plan file, two interpreters: the NPU model simulates a saved plan exactly as it simulates the
+// strategy it was planned from.
+TEST(Cli, SimRunsASavedPlan) {
+  const std::string plan_path = temp("sim_plan.json"), a = temp("sim_plan_a.json"), b = temp("sim_plan_b.json");
+  std::string log;
+  ASSERT_EQ(run_cli("plan --device ascend-310b --strategy flashqla --heads 3 --tokens 700 --json " + plan_path, &log), 0)
+      << log;
+  ASSERT_EQ(run_cli("sim --plan " + plan_path + " --json " + a, &log), 0) << log;
+  ASSERT_EQ(run_cli("sim --device ascend-310b --strategies flashqla --heads 3 --tokens 700 --json " + b, &log), 0) << log;
+  std::ifstream fa(a), fb(b);
+  const auto ja = nlohmann::json::parse(fa), jb = nlohmann::json::parse(fb);
+  EXPECT_EQ(ja["records"][0], jb["records"][0]);
+  EXPECT_EQ(run_cli("sim --plan " + temp("no_such_plan.json"), &log), 2);
+  EXPECT_NE(log.find("cannot read plan file"), std::string::npos) << log;
 }
 
 TEST(Cli, SimPrintsATableAndWritesRecords) {

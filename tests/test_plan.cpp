@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "plan/plan.h"
+#include "plan/strategy.h"
 
 namespace hanpu::plan {
 namespace {
@@ -146,11 +147,11 @@ TEST(PlanLifetime, ChunkFirstUpdatesInPlaceAndLowersThePeak) {
 
 TEST(PlanLifetime, FlaKernelsMaterialiseTheirHandOffs) {
   GraphOptions o = passes(false, false);
-  o.kernels = "fla";
+  o.kernels = KernelSplit::kFla;
   const Graph g = build_chunk_graph(Kind::kGdn, 64, 128, 128, o);
   const LifetimeReport r = analyse_lifetimes(g, shipped("ascend-310p"));
   EXPECT_GT(r.materialised_traffic_bytes, 0);
-  o.kernels = "fused";
+  o.kernels = KernelSplit::kFused;
   EXPECT_EQ(analyse_lifetimes(build_chunk_graph(Kind::kGdn, 64, 128, 128, o), shipped("ascend-310p"))
                 .materialised_traffic_bytes,
             0);
@@ -326,30 +327,40 @@ TEST(PlanDevice, MalformedDescriptionsNameTheField) {
   EXPECT_NE(load_device("no-such-device", &d).message().find("shipped: ascend-310b"), std::string::npos);
 }
 
+// An execution plan of `strategy` for 16 value heads of one 1000-token sequence on the device's cores.
+Plan execution_plan(const std::string& dev, Kind kind, const std::string& strategy, int64_t heads = 16) {
+  const Device d = shipped(dev);
+  MapRequest req;
+  req.shape.seq_tokens = {1000};
+  req.shape.HV = heads;
+  req.shape.workers = d.cores;
+  Plan p;
+  const Status st = make_execution_plan(kind, d, strategy, PlanOptions{}, req, &p);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return p;
+}
+
 TEST(PlanJson, RoundTripsExactly) {
   for (const std::string dev : {"ascend-310p", "host"}) {
-    const Device d = shipped(dev);
     for (Kind kind : {Kind::kGdn, Kind::kKda}) {
-      PlanOptions opt;
-      opt.layout_plan = kind == Kind::kGdn;
-      Plan p, q;
-      ASSERT_TRUE(make_plan(kind, d, opt, &p).ok());
-      const nlohmann::json j = plan_to_json(p);
-      for (const char* field : {"steps", "macs_per_chunk", "peak_bytes", "transforms", "estimated_cost"}) {
-        EXPECT_TRUE(j.contains(field)) << field;
+      for (const StrategyInfo& s : strategies()) {
+        const Plan p = execution_plan(dev, kind, s.name, 6);
+        Plan q;
+        const nlohmann::json j = plan_to_json(p);
+        for (const char* field : {"steps", "macs_per_chunk", "peak_bytes", "transforms", "estimated_cost", "mapping"}) {
+          EXPECT_TRUE(j.contains(field)) << field;
+        }
+        const Status st = plan_from_json(j.dump(), &q);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        EXPECT_EQ(plan_to_json(q), j);
+        EXPECT_EQ(plan_report(q), plan_report(p));
       }
-      const Status st = plan_from_json(j.dump(), &q);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      EXPECT_EQ(plan_to_json(q), j);
-      EXPECT_EQ(plan_report(q), plan_report(p));
     }
   }
 }
 
 TEST(PlanJson, MalformedPlansNameTheField) {
-  Plan p;
-  ASSERT_TRUE(make_plan(Kind::kGdn, shipped("ascend-310p"), PlanOptions{}, &p).ok());
-  const nlohmann::json good = plan_to_json(p);
+  const nlohmann::json good = plan_to_json(execution_plan("ascend-310p", Kind::kGdn, "hanpu"));
   auto error_of = [&](auto mutate) {
     nlohmann::json j = good;
     mutate(j);
@@ -365,12 +376,50 @@ TEST(PlanJson, MalformedPlansNameTheField) {
             "steps[2].layout: expected \"dense\" or \"blocked\"");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["steps"][6]["engine"] = "vector"; }),
             "steps[6].engine: a gemm step runs on the matrix engine, got 'vector'");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["steps"][6]["code"] = "KKt2"; }),
+            "steps[6].code: unknown operator code 'KKt2'");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["chunk_size"] = 7.5; }), "chunk_size: expected an integer");
-  EXPECT_EQ(error_of([](nlohmann::json& j) { j["transforms"][0]["before_step"] = 999; }),
-            "transforms[0].before_step: expected 0..20, got 999");
   EXPECT_EQ(error_of([](nlohmann::json& j) { std::swap(j["steps"][0], j["steps"][1]); }),
             "steps: op 'eG = exp(G)' reads 'G' before it is produced");
-  EXPECT_EQ(error_of([](nlohmann::json& j) { j["schema"] = "hanpu-plan/0"; }), "schema: expected \"hanpu-plan/1\"");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["schema"] = "hanpu-plan/0"; }), "schema: expected \"hanpu-plan/2\"");
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["schema"] = "hanpu-plan/1"; }).find("no mapping"), std::string::npos);
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["mapping"]["items"][0][1] = 99; }),
+            "mapping.items[0]: worker 99 (the plan has 10)");
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["mapping"]["items"].erase(3); }).find("not covered"), std::string::npos);
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["strategy"] = "flq"; }),
+            "unknown strategy 'flq' (known: native, fla, fla-megakernel, flashqla, hanpu, +fusion, +tail-split, "
+            "+chunk-first, +gemm-first, +layout-plan)");
+}
+
+// Derived fields are recomputed on load; a plan whose stored values disagree (edited by hand, or written by
+// an older planner) is refused, naming the field.
+TEST(PlanJson, StaleDerivedFieldsAreRefused) {
+  const nlohmann::json good = plan_to_json(execution_plan("ascend-310p", Kind::kGdn, "hanpu"));
+  auto error_of = [&](auto mutate) {
+    nlohmann::json j = good;
+    mutate(j);
+    Plan q;
+    const Status st = plan_from_json(j.dump(), &q);
+    return st.ok() ? std::string("ok") : st.message();
+  };
+  const int64_t ub = good["peak_bytes"]["UB"].get<int64_t>();
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["peak_bytes"]["UB"] = 1; }),
+            "peak_bytes.UB: stored 1, the plan recomputes " + std::to_string(ub));
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["state_in_place"] = false; }),
+            "state_in_place: stored false, the plan recomputes true");
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["estimated_cost"]["cycles_per_chunk"] = 1.0; }).find(
+                "estimated_cost.cycles_per_chunk: stored 1.0"),
+            std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["transforms"][0]["before_step"] = 3; }).find("transforms[0]: stored"),
+            std::string::npos);
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["transforms"].erase(0); }).find("transforms: stored"), std::string::npos);
+  // A step moved to a layout its device does not allow is refused, not re-costed.
+  EXPECT_NE(error_of([](nlohmann::json& j) {
+              for (auto& s : j["steps"]) {
+                if (s["kind"] == "gemm") s["layout"] = "dense";
+              }
+            }).find("not allowed"),
+            std::string::npos);
 }
 
 TEST(PlanJson, PassesChangeThePlan) {

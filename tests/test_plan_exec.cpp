@@ -17,19 +17,24 @@ struct Case {
   int64_t C, K, V;
 };
 
+// A head-level execution plan for one sequence of T tokens and HV value heads on two workers.
 std::shared_ptr<const plan::Plan> make(Kind kind, int64_t C, int64_t K, int64_t V, bool reorder, bool gemm_first,
-                                       bool layout_plan, const std::string& device = "host") {
+                                       bool layout_plan, int64_t T, int64_t HV, const std::string& device = "host") {
   plan::Device d;
   EXPECT_TRUE(plan::load_device(device, &d).ok());
   plan::PlanOptions o;
   o.C = C;
   o.K = K;
   o.V = V;
-  o.reorder = reorder;
-  o.gemm_first = gemm_first;
-  o.layout_plan = layout_plan;
+  plan::MapRequest req;
+  req.shape.seq_tokens = {T};
+  req.shape.C = C;
+  req.shape.HV = HV;
+  req.shape.V = V;
+  req.shape.workers = 2;
+  const plan::StrategyOptions so{plan::Dataflow::kHeadLevel, true, reorder, gemm_first, layout_plan};
   auto p = std::make_shared<plan::Plan>();
-  const Status st = plan::make_plan(kind, d, o, p.get());
+  const Status st = plan::make_execution_plan(kind, d, "hanpu", so, o, req, p.get());
   EXPECT_TRUE(st.ok()) << st.ToString();
   return p;
 }
@@ -73,7 +78,7 @@ TEST(PlanExec, EveryPassCombinationMeetsTheBars) {
     testing::Result ref;
     ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
     for (int v = 0; v < 8; ++v) {
-      const EngineRun r = run(f, c.kind, c.C, make(c.kind, c.C, c.K, c.V, v & 1, v & 2, v & 4));
+      const EngineRun r = run(f, c.kind, c.C, make(c.kind, c.C, c.K, c.V, v & 1, v & 2, v & 4, 150, 3));
       ASSERT_TRUE(r.status.ok()) << r.status.ToString();
       EXPECT_LE(testing::nmse_of(r.o, ref.o), 1e-10) << kind_name(c.kind) << " variant " << v;
       EXPECT_LE(testing::nmse_of(r.s, ref.state), 1e-10) << kind_name(c.kind) << " variant " << v;
@@ -85,7 +90,7 @@ TEST(PlanExec, EveryPassCombinationMeetsTheBars) {
 TEST(PlanExec, APlanLoadedFromJsonRunsBitIdentically) {
   const TensorFile f = testing::small_problem(Kind::kGdn, DType::kBF16, 1, 200, 2, 4, 32, 32, 12);
   for (bool gemm_first : {false, true}) {
-    const auto pl = make(Kind::kGdn, 64, 32, 32, true, gemm_first, true);
+    const auto pl = make(Kind::kGdn, 64, 32, 32, true, gemm_first, true, 200, 4);
     auto loaded = std::make_shared<plan::Plan>();
     ASSERT_TRUE(plan::plan_from_json(plan::plan_to_json(*pl).dump(), loaded.get()).ok());
     const EngineRun a = run(f, Kind::kGdn, 64, pl), b = run(f, Kind::kGdn, 64, loaded);
@@ -98,7 +103,7 @@ TEST(PlanExec, APlanLoadedFromJsonRunsBitIdentically) {
 
 TEST(PlanExec, TheDefaultPlanIsTheSwitchesPlan) {
   const TensorFile f = testing::small_problem(Kind::kKda, DType::kF32, 1, 130, 2, 2, 32, 16, 13);
-  const EngineRun with_plan = run(f, Kind::kKda, 64, make(Kind::kKda, 64, 32, 16, true, true, false));
+  const EngineRun with_plan = run(f, Kind::kKda, 64, make(Kind::kKda, 64, 32, 16, true, true, false, 130, 2));
   const EngineRun without = run(f, Kind::kKda, 64, nullptr);
   EXPECT_EQ(with_plan.o.bytes, without.o.bytes);
   EXPECT_EQ(with_plan.stats.chunk_program, without.stats.chunk_program);
@@ -107,7 +112,7 @@ TEST(PlanExec, TheDefaultPlanIsTheSwitchesPlan) {
 
 TEST(PlanExec, AChangedPlanChangesWhatRuns) {
   const TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 140, 2, 2, 32, 32, 14);
-  auto pl = make(Kind::kGdn, 64, 32, 32, true, true, false);
+  auto pl = make(Kind::kGdn, 64, 32, 32, true, true, false, 140, 2);
   auto moved = std::make_shared<plan::Plan>(*pl);
   // Move "QS = Qs S" after "PV = P V'": P V' no longer accumulates onto Q S.
   auto& ops = moved->graph.ops;
@@ -136,21 +141,55 @@ TEST(PlanExec, AChangedPlanChangesWhatRuns) {
 
 TEST(PlanExec, PlansThatDoNotFitAreRefused) {
   const TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 70, 2, 2, 32, 32, 15);
-  EngineRun r = run(f, Kind::kGdn, 64, make(Kind::kKda, 64, 32, 32, true, true, false));
+  EngineRun r = run(f, Kind::kGdn, 64, make(Kind::kKda, 64, 32, 32, true, true, false, 70, 2));
   EXPECT_EQ(r.status.message(), "plan kind is kda, the problem's is gdn");
-  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 32, 32, 32, true, true, false));
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 32, 32, 32, true, true, false, 70, 2));
   EXPECT_EQ(r.status.message(), "plan chunk size is 32, the problem's is 64");
-  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 16, true, true, false));
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 16, true, true, false, 70, 2));
   EXPECT_EQ(r.status.message(), "plan V is 16, the problem's is 32");
-  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, true, "ascend-310p"));
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 71, 2));
+  EXPECT_EQ(r.status.message(), "plan sequence lengths is 71 (1 sequences), the problem's is 70 (1 sequences)");
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 4));
+  EXPECT_EQ(r.status.message(), "plan value heads is 4, the problem's is 2");
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2), 3);
+  EXPECT_EQ(r.status.message(), "plan worker count is 2, the problem's is threads=3");
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, true, 70, 2, "ascend-310p"));
   EXPECT_NE(r.status.message().find("vector step on blocked tiles"), std::string::npos) << r.status.message();
-  auto renamed = std::make_shared<plan::Plan>(*make(Kind::kGdn, 64, 32, 32, true, true, false));
-  for (auto& t : renamed->graph.tensors) {
-    if (t.name == "R") t.name = "Rx";
+}
+
+// The executor runs the plan's edges: a plan whose operands are swapped (R reading Q S instead of K S, or
+// O reading K S instead of Q S, or both) is refused, naming the step and the operand, in memory and from
+// a file — it can neither run silently as the default plan nor compute something else.
+TEST(PlanExec, SwappedOperandsAreRefused) {
+  const TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 70, 2, 2, 32, 32, 16);
+  const auto pl = make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2);
+  auto id = [&](const char* name) {
+    for (std::size_t t = 0; t < pl->graph.tensors.size(); ++t) {
+      if (pl->graph.tensors[t].name == name) return static_cast<int>(t);
+    }
+    return -1;
+  };
+  const int ks = id("KS"), qs = id("QS");
+  for (int which = 1; which <= 3; ++which) {
+    auto swapped = std::make_shared<plan::Plan>(*pl);
+    for (plan::OpNode& o : swapped->graph.ops) {
+      for (int& t : o.inputs) {
+        if ((which & 1) && o.code == plan::OpCode::kR && t == ks) t = qs;
+        else if ((which & 2) && o.code == plan::OpCode::kO && t == qs) t = ks;
+      }
+    }
+    const EngineRun r = run(f, Kind::kGdn, 64, swapped);
+    const std::string want = which & 1 ? "(R): operand 1 is 'QS', its signature is (V, KS, beta)"
+                                       : "(O): operand 0 is 'KS', its signature is (QS, PV)";
+    EXPECT_NE(r.status.message().find(want), std::string::npos) << which << ": " << r.status.message();
+    plan::Plan loaded;
+    const Status st = plan::plan_from_json(plan::plan_to_json(*swapped).dump(), &loaded);
+    EXPECT_NE(st.message().find(want), std::string::npos) << which << ": " << st.message();
   }
-  r = run(f, Kind::kGdn, 64, renamed);
-  EXPECT_NE(r.status.message().find("producing 'Rx') has no engine implementation"), std::string::npos)
-      << r.status.message();
+  // The unswapped plan runs and matches the plan-less default bit for bit.
+  const EngineRun a = run(f, Kind::kGdn, 64, pl), b = run(f, Kind::kGdn, 64, nullptr);
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  EXPECT_EQ(a.o.bytes, b.o.bytes);
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ TEST(SimLowering, FlaMovesTheBytesItsKernelsImply) {
   const plan::Device d = device("ascend-310p");
   plan::GraphOptions go;
   go.chunk_first = go.gemm_first = false;
-  go.kernels = "fla";
+  go.kernels = plan::KernelSplit::kFla;
   const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, go);
   double per_chunk = static_cast<double>(plan::analyse_lifetimes(g, d).materialised_traffic_bytes);
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {

@@ -47,6 +47,21 @@ int run(BenchArgs& a) {
       std::fprintf(stderr, "hanpu bench: %s\n", ps.ToString().c_str());
       return 2;
     }
+    // The plan fixes what runs: its strategy, kind, dims, sequence, value heads and workers.
+    const plan::Mapping& m = pl->mapping;
+    if (m.shape.sequences() != 1) {
+      std::fprintf(stderr, "hanpu bench: --plan needs a plan for one sequence (it has %lld)\n",
+                   static_cast<long long>(m.shape.sequences()));
+      return 2;
+    }
+    c.kind = pl->kind;
+    c.K = pl->opt.K;
+    c.V = pl->opt.V;
+    c.HV = m.shape.HV;
+    if (c.HV % c.H != 0) c.H = c.HV;
+    c.tokens = {m.shape.seq_tokens[0]};
+    c.threads = m.shape.workers;
+    c.strategies = {pl->strategy};
     c.plan = std::move(pl);
   }
   BenchReport rep;
@@ -88,7 +103,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
-  app.add_option("--plan", a->plan_path, "Run this plan (hanpu plan --json) in the hanpu strategy");
+  app.add_option("--plan", a->plan_path, "Run this execution plan (hanpu plan --json): its strategy, shape and workers");
   app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
   app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");

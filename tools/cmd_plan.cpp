@@ -1,5 +1,5 @@
-// hanpu plan --kind gdn|kda --device NAME|FILE [--chunk-size C] [--k K] [--v V] [--no-reorder]
-//            [--no-gemm-first] [--no-layout-plan] [--json FILE] [--load FILE]
+// hanpu plan --device NAME|FILE [--strategy S] [--kind gdn|kda] [--heads HV] [--tokens T[,T...]] [--workers W]
+//            [--chunk-size C] [--k K] [--v V] [--segment-chunks L] [--json FILE] [--load FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,8 +12,11 @@ namespace hanpu::cli {
 namespace {
 
 struct PlanArgs {
-  std::string kind = "gdn", device, json_path, load_path;
+  std::string kind = "gdn", device, json_path, load_path, strategy = "hanpu";
   plan::PlanOptions opt;
+  int64_t heads = 16, segment_chunks = 0;
+  std::vector<int64_t> tokens = {4096};
+  int workers = 0;
 };
 
 int fail(const Status& st) {
@@ -30,13 +33,20 @@ int run(const PlanArgs& a) {
     plan::Device d;
     Status st = plan::load_device(a.device, &d);
     if (!st.ok()) return fail(st);
-    st = plan::make_plan(a.kind == "kda" ? Kind::kKda : Kind::kGdn, d, a.opt, &p);
+    plan::MapRequest req;
+    req.shape.seq_tokens = a.tokens;
+    req.shape.C = a.opt.C;
+    req.shape.HV = a.heads;
+    req.shape.V = a.opt.V;
+    req.shape.workers = a.workers > 0 ? a.workers : d.cores;
+    req.segment_chunks = a.segment_chunks;
+    st = plan::make_execution_plan(a.kind == "kda" ? Kind::kKda : Kind::kGdn, d, a.strategy, a.opt, req, &p);
     if (!st.ok()) return fail(st);
   }
   std::fputs(plan::plan_report(p).c_str(), stdout);
   if (!a.json_path.empty()) {
     std::ofstream f(a.json_path);
-    f << plan::plan_to_json(p).dump(2) << "\n";
+    f << plan::plan_to_json(p).dump(1) << "\n";
     if (!f) return fail(InvalidArgument("cannot write '" + a.json_path + "'"));
   }
   return 0;
@@ -46,16 +56,25 @@ int run(const PlanArgs& a) {
 
 Runner add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
+  app.add_option("--strategy", a->strategy, "A strategy or ablation step: " + plan::strategy_names(true) +
+                                                " (default hanpu)");
   app.add_option("--kind", a->kind, "gdn or kda (default gdn)")->check(CLI::IsMember({"gdn", "kda"}));
-  app.add_option("--device", a->device, "A shipped device (devices/*.json: ascend-310p, ascend-310p3, ascend-310b, "
-                                        "hexagon-v75, host) or a device JSON file");
+  app.add_option("--device", a->device, "A shipped device (" + [] {
+    std::string n;
+    for (const std::string& s : plan::shipped_devices()) n += (n.empty() ? "" : ", ") + s;
+    return n;
+  }() + ") or a device JSON file");
+  app.add_option("--heads", a->heads, "Value heads per sequence (default 16)")->check(CLI::Range(1, 65536));
+  app.add_option("--tokens", a->tokens, "Sequence lengths, one per sequence (default 4096)")->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--workers", a->workers, "Threads or cores the work is mapped onto (default: the device's cores)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--chunk-size", a->opt.C, "Chunk size: 16, 32 or 64 (default 64)")->check(CLI::IsMember({16, 32, 64}));
   app.add_option("--k", a->opt.K, "Key head dim (default 128)")->check(CLI::Range(1, 256));
   app.add_option("--v", a->opt.V, "Value head dim (default 128)")->check(CLI::Range(1, 256));
-  app.add_flag("!--no-reorder", a->opt.reorder, "Keep FLA's state-first order (no chunk-first pass)");
-  app.add_flag("!--no-gemm-first", a->opt.gemm_first, "Keep the inversion-first order (no GEMM-first rewriting)");
-  app.add_flag("!--no-layout-plan", a->opt.layout_plan, "Fixed layouts instead of the layout DP");
-  app.add_option("--json", a->json_path, "Also write the plan as JSON (schema hanpu-plan/1) to FILE");
+  app.add_option("--segment-chunks", a->segment_chunks, "flashqla: chunks per segment (default: FlashQLA's rule)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--json", a->json_path, "Also write the execution plan as JSON (schema hanpu-plan/2) to FILE");
   app.add_option("--load", a->load_path, "Validate and print a plan JSON file instead of planning");
   return [a, &app] {
     if (a->load_path.empty() && a->device.empty()) {

@@ -68,12 +68,9 @@ int run(const RunArgs& a, const CLI::App& app) {
     EngineConfig ec;
     ec.threads = a.threads;
     parse_strategy(a.strategy, &ec.strategy);  // the option's check admits known names only
-    if (!a.plan_path.empty()) {
-      if (ec.strategy != Strategy::kHanpu) return fail(InvalidArgument("--plan runs in the hanpu strategy only"));
-      auto pl = std::make_shared<plan::Plan>();
-      st = plan::load_plan_file(a.plan_path, pl.get());
+    if (!a.plan_path.empty()) {  // the plan's strategy and mapping run
+      st = load_plan(a.plan_path, &ec.plan);
       if (!st.ok()) return fail(st);
-      ec.plan = std::move(pl);
     }
     st = engine_forward(in, opt, ec, out);
   } else if (a.mode == "chunk") {
@@ -108,7 +105,7 @@ Runner add_run_command(CLI::App& app) {
   for (Strategy s : all_strategies()) names.push_back(strategy_name(s));
   app.add_option("--strategy", a->strategy, "Engine strategy with --mode engine: hanpu, fla, fla-megakernel, flashqla, native")
       ->check(CLI::IsMember(names));
-  app.add_option("--plan", a->plan_path, "With --mode engine: run this plan (hanpu plan --json) in the hanpu strategy");
+  app.add_option("--plan", a->plan_path, "With --mode engine: run this execution plan (hanpu plan --json): its strategy and mapping");
   app.add_option("--threads", a->threads, "Engine threads with --mode engine (default: all CPUs)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--scale", a->scale, "Query scale (default K^-1/2)");

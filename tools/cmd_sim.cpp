@@ -3,6 +3,7 @@
 //           [--json FILE] [--trace FILE] [--plot FILE]
 // Every (device, heads, tokens, strategy) combination is one simulation: a sweep, with progress on stderr.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -20,7 +21,7 @@ namespace {
 
 struct SimArgs {
   std::vector<std::string> devices;
-  std::string kind, preset, json_path, trace_path, plot_path;
+  std::string kind, preset, json_path, trace_path, plot_path, plan_path;
   bool ablation = false;
   std::vector<int64_t> heads;
   int64_t v_heads = 0, k = 0, v = 0, warmup_chunks = 2, segment_chunks = 0;
@@ -48,7 +49,33 @@ nlohmann::json record_json(const sim::SimRecord& r) {
           {"launches", r.launches}, {"tail_split", r.tail_split}, {"tasks", r.tasks}};
 }
 
+// One run of an execution plan file on the device it was made for.
+int run_plan(const SimArgs& a) {
+  plan::Plan pl;
+  Status st = plan::load_plan_file(a.plan_path, &pl);
+  if (!st.ok()) return fail(st.ToString());
+  plan::Device d;
+  st = plan::load_device(std::filesystem::exists(pl.device_file) ? pl.device_file : pl.device, &d);
+  if (!st.ok()) return fail(st.ToString());
+  sim::Workload w;
+  w.warmup_chunks = a.warmup_chunks;
+  sim::SimRecord r;
+  std::string trace;
+  st = sim::simulate_plan(pl, d, w, &r, a.trace_path.empty() ? nullptr : &trace);
+  if (!st.ok()) return fail(st.ToString());
+  std::printf("%s on %s (%d cores): %s, %lld heads, %lld tokens: %.1f us, GM %.2f MB, %lld tasks, %lld launches\n",
+              a.plan_path.c_str(), d.name.c_str(), d.cores, r.strategy.c_str(), static_cast<long long>(r.heads),
+              static_cast<long long>(r.tokens), r.latency_us, r.gm_bytes / 1e6, static_cast<long long>(r.tasks),
+              static_cast<long long>(r.launches));
+  if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
+  if (!a.json_path.empty() && !write_file(a.json_path, nlohmann::json({{"records", {record_json(r)}}}).dump(2) + "\n")) {
+    return fail("cannot write '" + a.json_path + "'");
+  }
+  return 0;
+}
+
 int run(const SimArgs& a) {
+  if (!a.plan_path.empty()) return run_plan(a);
   std::vector<plan::Device> devices;
   for (const std::string& name : a.devices) {
     plan::Device d;
@@ -167,7 +194,6 @@ Runner add_sim_command(CLI::App& app) {
   auto a = std::make_shared<SimArgs>();
   app.add_option("--device", a->devices, "Devices with a \"sim\" section (ascend-310p, ascend-310p3, ascend-310b, "
                                          "hexagon-v75, or JSON files), comma-separated for a sweep")
-      ->required()
       ->delimiter(',');
   app.add_option("--kind", a->kind, "gdn or kda (default: the preset's, else gdn)")->check(CLI::IsMember({"gdn", "kda"}));
   app.add_option("--preset", a->preset, "qwen3.5-0.8b, qwen3-next or kimi-linear (default: 16 heads, K=V=128)");
@@ -191,8 +217,13 @@ Runner add_sim_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--trace", a->trace_path, "Write a Chrome/Perfetto trace of the run (a single run only)");
   app.add_option("--json", a->json_path, "Also write one record per run");
+  app.add_option("--plan", a->plan_path, "Simulate this execution plan (hanpu plan --device D --json FILE) on its "
+                                         "device instead of planning (sweep options are ignored)");
   app.add_option("--plot", a->plot_path, "Write an SVG of latency vs tokens per strategy");
-  return [a] { return run(*a); };
+  return [a] {
+    if (a->plan_path.empty() && a->devices.empty()) return fail("--device is required (or --plan FILE)");
+    return run(*a);
+  };
 }
 
 }  // namespace hanpu::cli

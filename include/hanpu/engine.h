@@ -14,8 +14,11 @@
 namespace hanpu {
 
 namespace plan {
-struct Plan;  // src/plan/plan.h: a static execution plan from the offline planner
+struct Plan;  // an execution plan: an opaque handle here, made by load_plan or by the planner (src/plan/plan.h)
 }
+
+// Reads and validates an execution plan file (schema hanpu-plan/2); errors name the field.
+Status load_plan(const std::string& path, std::shared_ptr<const plan::Plan>* out);
 
 enum class Strategy {
   kNative,         // one pass per operator over the whole tensor, every intermediate in a full-size buffer
@@ -44,12 +47,17 @@ struct EngineConfig {
   // choice, fixed until the layout planner decides it): false reads the transposed operand in place
   // (row-major), true packs it into a [K, L] panel first.
   bool packed_operands = false;
+  // Layouts from the planner's layout DP on the host description instead of the fixed row-major ones
+  // (the last step of the ablation).
+  bool layout_plan = false;
   // flashqla: chunks per segment (0: FlashQLA's rule) and the log decay that ends a warm-up (FlashQLA
   // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
   int64_t segment_chunks = 0;
   double flashqla_log_threshold = -25.0;
-  // hanpu: run this plan's chunk steps in its order and layouts (its kind, chunk size, K and V must match
-  // the problem's). Without one, the plan built from chunk_first, gemm_first and packed_operands runs.
+  // Run this execution plan (src/plan/plan.h, `hanpu plan --json`; load it with hanpu::load_plan): its
+  // strategy, mapping, chunk steps and layouts. Its kind, chunk size, K, V, sequence lengths and value heads
+  // must be the problem's, and threads 0 or its worker count. Without one, the engine plans the call from
+  // the switches above on the host description.
   std::shared_ptr<const plan::Plan> plan;
 };
 

@@ -1,5 +1,7 @@
 #include "bench/bench.h"
 
+#include "plan/strategy.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -53,30 +55,21 @@ double percentile_median(std::vector<double> v) {
 
 }  // namespace
 
-Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* out) {
-  std::vector<std::pair<std::string, EngineConfig>>& steps = *out;
-  steps.clear();
-  EngineConfig c;
-  c.strategy = Strategy::kFla;
-  steps.emplace_back("fla", c);
-  c.strategy = Strategy::kHanpu;
-  c.tail_split = c.chunk_first = c.gemm_first = false;
-  steps.emplace_back("+fusion", c);
-  c.tail_split = true;
-  steps.emplace_back("+tail-split", c);
-  c.chunk_first = true;
-  steps.emplace_back("+chunk-first", c);
-  c.gemm_first = true;
-  steps.emplace_back("+gemm-first", c);
-  plan::Device host;
-  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
-  plan::PlanOptions po;
-  po.K = cfg.K;
-  po.V = cfg.V;
-  auto pl = std::make_shared<plan::Plan>();
-  HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, pl.get()));
-  c.plan = std::move(pl);
-  steps.emplace_back("+layout-plan", c);
+Status ablation_steps(const BenchConfig&, std::vector<std::pair<std::string, EngineConfig>>* out) {
+  out->clear();
+  for (const plan::StrategyInfo& step : plan::ablation_ladder()) {
+    EngineConfig c;
+    if (step.opt.dataflow == plan::Dataflow::kHeadLevel) {
+      c.strategy = Strategy::kHanpu;
+      c.tail_split = step.opt.tail_split;
+      c.chunk_first = step.opt.chunk_first;
+      c.gemm_first = step.opt.gemm_first;
+      c.layout_plan = step.opt.layout_plan;
+    } else if (!parse_strategy(step.name, &c.strategy)) {
+      return plan::unknown_strategy(step.name);
+    }
+    out->emplace_back(step.name, c);
+  }
   return Status::Ok();
 }
 
@@ -186,12 +179,8 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   } else {
     for (const std::string& name : cfg.strategies) {
       EngineConfig ec;
-      if (!parse_strategy(name, &ec.strategy)) {
-        std::string known;
-        for (Strategy s : all_strategies()) known += std::string(known.empty() ? "" : ", ") + strategy_name(s);
-        return InvalidArgument("unknown strategy '" + name + "' (known: " + known + ")");
-      }
-      if (ec.strategy == Strategy::kHanpu) ec.plan = cfg.plan;
+      if (cfg.plan) ec.plan = cfg.plan;  // a plan runs its own strategy
+      else if (!parse_strategy(name, &ec.strategy)) return plan::unknown_strategy(name);
       runs.emplace_back(name, ec);
     }
   }

@@ -20,10 +20,9 @@ struct Preset {
 const std::vector<Preset>& bench_presets();
 
 struct BenchConfig;
-// The ablation: fla, then the hanpu techniques added one at a time, cumulatively: head-level fusion
-// (hanpu with every switch off), + tail splitting, + chunk-first order, + GEMM-first order (= hanpu),
-// + layout planning (the planner's plan for the host device, `hanpu plan --device host`: its layouts
-// from the DP instead of the fixed row-major ones).
+// The ablation: the planner's ladder (plan/strategy.h): fla, then the hanpu techniques added one at a
+// time, cumulatively: head-level fusion, + tail splitting, + chunk-first order, + GEMM-first order,
+// + layout planning (the layout DP on the host description instead of the fixed row-major layouts).
 Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* steps);
 
 struct BenchConfig {
@@ -33,7 +32,7 @@ struct BenchConfig {
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
   std::vector<std::string> strategies = {"native", "fla", "fla-megakernel", "flashqla", "hanpu"};
   bool ablation = false;  // run ablation_steps() instead of `strategies`
-  std::shared_ptr<const plan::Plan> plan;  // run by the hanpu strategy when set (hanpu bench --plan FILE)
+  std::shared_ptr<const plan::Plan> plan;  // run instead of the strategies when set (hanpu bench --plan FILE)
   bool decode = false;    // per-step latency of one decode token for batches of 1..64 sequences instead
   std::vector<int64_t> decode_batches = {1, 2, 4, 8, 16, 32, 64};
   int threads = 0;

@@ -32,7 +32,7 @@ std::string ChunkProgram::describe() const {
 }
 
 Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layout>& op_layout, ChunkProgram* out) {
-  HANPU_RETURN_IF_ERROR(plan::check_graph(g));
+  HANPU_RETURN_IF_ERROR(plan::check_chunk_graph(g));
   if (op_layout.size() != g.ops.size()) return InvalidArgument("plan has a layout for " + std::to_string(op_layout.size()) +
                                                                " of its " + std::to_string(g.ops.size()) + " steps");
   ChunkProgram p;

@@ -43,7 +43,7 @@ Status plan_call(const Problem& p, const EngineConfig& cfg, int threads, plan::P
     so.tail_split = cfg.tail_split;
     so.chunk_first = cfg.chunk_first;
     so.gemm_first = cfg.gemm_first;
-    so.layout_plan = false;  // fixed layouts, the update's operand packed on request
+    so.layout_plan = cfg.layout_plan;  // else fixed layouts, the update's operand packed on request
   }
   plan::PlanOptions po;
   po.C = p.opt.chunk_size;
@@ -113,6 +113,13 @@ Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfi
 }  // namespace
 
 const char* strategy_name(Strategy s) { return registry_entry(s).name.c_str(); }
+
+Status load_plan(const std::string& path, std::shared_ptr<const plan::Plan>* out) {
+  auto pl = std::make_shared<plan::Plan>();
+  HANPU_RETURN_IF_ERROR(plan::load_plan_file(path, pl.get()));
+  *out = std::move(pl);
+  return Status::Ok();
+}
 
 const std::vector<Strategy>& all_strategies() {
   static const std::vector<Strategy> all = {Strategy::kNative, Strategy::kFla, Strategy::kFlaMegakernel,

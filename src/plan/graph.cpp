@@ -105,6 +105,11 @@ double OpNode::macs() const {
   return 0;
 }
 
+int Graph::add_tensor(std::string name, int64_t rows, int64_t cols, Role role) {
+  tensors.push_back({Value::kCount, std::move(name), rows, cols, 4, role});
+  return static_cast<int>(tensors.size()) - 1;
+}
+
 int Graph::add_tensor(Value v, int64_t rows, int64_t cols) {
   tensors.push_back({v, value_name(v), rows, cols, 4, role_of(v)});
   return static_cast<int>(tensors.size()) - 1;
@@ -325,14 +330,29 @@ Status check_signature(const Graph& g, const OpNode& o) {
 
 }  // namespace
 
-Status check_graph(const Graph& g) {
+Status check_chunk_graph(const Graph& g) {
   const int nt = static_cast<int>(g.tensors.size());
+  for (const OpNode& o : g.ops) {
+    for (const std::vector<int>* list : {&o.inputs, &o.outputs}) {
+      for (int t : *list) {
+        if (t < 0 || t >= nt) return InvalidArgument("op '" + o.name + "' names tensor id " + std::to_string(t));
+      }
+    }
+  }
   std::vector<bool> seen(static_cast<std::size_t>(Value::kCount), false);
   for (const TensorNode& t : g.tensors) {
+    if (t.value == Value::kCount) return InvalidArgument("tensor '" + t.name + "' is not a value of the chunk algebra");
     if (seen[static_cast<std::size_t>(t.value)]) return InvalidArgument("tensor '" + t.name + "' appears twice");
     seen[static_cast<std::size_t>(t.value)] = true;
     if (t.role != role_of(t.value)) return InvalidArgument("tensor '" + t.name + "' has the wrong role");
   }
+  // Signatures first: a swapped operand is named as such, not as the unread tensor it leaves behind.
+  for (const OpNode& o : g.ops) HANPU_RETURN_IF_ERROR(check_signature(g, o));
+  return check_graph(g);
+}
+
+Status check_graph(const Graph& g) {
+  const int nt = static_cast<int>(g.tensors.size());
   std::vector<int> produced(nt, -1);
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     const OpNode& o = g.ops[i];
@@ -355,7 +375,6 @@ Status check_graph(const Graph& g) {
       }
       produced[t] = i;
     }
-    HANPU_RETURN_IF_ERROR(check_signature(g, o));
   }
   for (int t = 0; t < nt; ++t) {
     const Role r = g.tensors[t].role;

@@ -101,6 +101,8 @@ struct Graph {
   int state_in = -1, state_out = -1;  // the recurrent state: S_out of chunk c is S_in of chunk c + 1
 
   int add_tensor(Value v, int64_t rows, int64_t cols);  // role from the value
+  // An untyped tensor (value kCount), for graphs the planner's analyses run on that are not chunk graphs.
+  int add_tensor(std::string name, int64_t rows, int64_t cols, Role role = Role::kIntermediate);
   // The ids of the operators reading tensor t, in order.
   std::vector<int> consumers(int t) const;
   int producer(int t) const;  // -1 for inputs and the incoming state
@@ -120,9 +122,12 @@ Graph build_chunk_graph(Kind kind, int64_t C, int64_t K, int64_t V, const GraphO
 // The role a value plays in a chunk graph.
 Role role_of(Value v);
 
-// Structural checks: every operator's operands and result match its code's signature for the graph's
-// kind, every input of an operator is a graph input or produced by an earlier operator, every tensor is
-// produced at most once, the state edge is well formed. Messages name the operator and the operand.
+// Structural checks: every input of an operator is a graph input or produced by an earlier operator,
+// every tensor is produced at most once, the state edge is well formed. Messages name the operator.
 Status check_graph(const Graph& g);
+// A chunk graph: structurally sound, every tensor a distinct typed value in its role, and every operator's
+// operands and result those of its code's signature for the graph's kind. Messages name the operator
+// and the operand.
+Status check_chunk_graph(const Graph& g);
 
 }  // namespace hanpu::plan

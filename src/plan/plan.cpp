@@ -62,7 +62,7 @@ Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) 
   go.gemm_first = opt.gemm_first;
   go.kernels = opt.kernels;
   p.graph = build_chunk_graph(kind, opt.C, opt.K, opt.V, go);
-  HANPU_RETURN_IF_ERROR(check_graph(p.graph));
+  HANPU_RETURN_IF_ERROR(check_chunk_graph(p.graph));
   p.fla_order_macs = fla_order_macs(kind, opt);
   const DeviceCostModel cm(d);
   if (opt.layout_plan) {
@@ -362,7 +362,7 @@ Status plan_from_json(const std::string& text, Plan* out) {
   std::map<std::string, int> ids;
   read_graph(r, p, ids);
   if (r.ok()) {
-    const Status gs = check_graph(g);
+    const Status gs = check_chunk_graph(g);
     if (!gs.ok()) r.fail("steps", gs.message());
   }
   p.layouts.state_layout = read_layout(r, "state_layout");
@@ -374,6 +374,7 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (d.name != p.device) return InvalidArgument("device: the description at '" + p.device_file + "' is '" + d.name + "'");
   p.clock_ghz = d.clock_ghz;
   p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
+  p.layouts.dp_states = r.child("estimated_cost").integer("dp_states", 0, INT64_MAX);  // the search's effort, as recorded
   if (!std::isfinite(p.layouts.cost)) return InvalidArgument("steps: a step's layout is not allowed on device '" + d.name + "'");
   p.lifetimes = analyse_lifetimes(g, d);
   p.fla_order_macs = fla_order_macs(p.kind, p.opt);
