@@ -5,6 +5,10 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -56,6 +60,25 @@ HWY_INLINE void ColumnBlock(D d, int64_t M, int64_t Kd, const float* A, int64_t 
   for (; i < M; ++i) Block<TransA, 1, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
 }
 
+// The last `tail` (< one vector) columns as one full vector on zero-padded copies of B's and C's tail
+// columns: every lane runs the same MulAdd chain a single-lane block would (identical results), at vector
+// speed, and nothing is read or written outside the matrices.
+template <bool TransA>
+HWY_NOINLINE void TailColumns(int64_t M, int64_t tail, int64_t Kd, const float* A, int64_t lda, const float* B,
+                              int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  thread_local std::vector<float> bp, cp;
+  bp.assign(static_cast<std::size_t>(Kd * nl), 0.0f);
+  cp.assign(static_cast<std::size_t>(M * nl), 0.0f);
+  for (int64_t p = 0; p < Kd; ++p) std::copy(B + p * ldb, B + p * ldb + tail, bp.data() + p * nl);
+  if (accumulate) {
+    for (int64_t i = 0; i < M; ++i) std::copy(C + i * ldc, C + i * ldc + tail, cp.data() + i * nl);
+  }
+  ColumnBlock<TransA, 1>(d, M, Kd, A, lda, bp.data(), nl, accumulate, cp.data(), nl);
+  for (int64_t i = 0; i < M; ++i) std::copy(cp.data() + i * nl, cp.data() + i * nl + tail, C + i * ldc);
+}
+
 template <bool TransA>
 void Gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc) {
@@ -64,8 +87,7 @@ void Gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const f
   int64_t j = 0;
   for (; j + 2 * nl <= N; j += 2 * nl) ColumnBlock<TransA, 2>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
   for (; j + nl <= N; j += nl) ColumnBlock<TransA, 1>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
-  const hn::CappedTag<float, 1> d1;  // the same MulAdd chain, one column at a time
-  for (; j < N; ++j) ColumnBlock<TransA, 1>(d1, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  if (j < N) TailColumns<TransA>(M, N - j, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
 }
 
 void GemmNN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
@@ -277,68 +299,78 @@ int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::Scala
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+KernelSet MakeKernelSet() {
+  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
+          &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak};
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hanpu::simd
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace hanpu::simd {
+namespace hanpu {
+namespace simd {
 
-HWY_EXPORT(GemmNN);
-HWY_EXPORT(GemmTN);
-HWY_EXPORT(SumSquares);
-HWY_EXPORT(ExpF32);
-HWY_EXPORT(ColumnBlockWidth);
-HWY_EXPORT(TargetName);
-HWY_EXPORT(FmaPeak);
-HWY_EXPORT(ScaleRows);
-HWY_EXPORT(BetaResidual);
-HWY_EXPORT(DecodeKFirst);
-HWY_EXPORT(RowDots2);
+HWY_EXPORT(MakeKernelSet);
 
-void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
-               float* out_b) {
-  HWY_DYNAMIC_DISPATCH(RowDots2)(rows, cols, M, ldm, a, b, out_a, out_b);
+// One set per compiled target this CPU supports, best first: dispatch once per target, with the supported
+// targets narrowed to it, to read that target's table.
+void append_sets(std::vector<KernelSet>* out) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().DeInit();
+    out->push_back(HWY_DYNAMIC_DISPATCH(MakeKernelSet)());
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().DeInit();
 }
-HWY_EXPORT(DecodeVFirst);
+
+const char* target_name() { return active_kernels().name.c_str(); }
+int64_t gemm_column_block() { return active_kernels().gemm_column_block; }
+
+void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc) {
+  active_kernels().gemm_nn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc) {
+  active_kernels().gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
+void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }
+
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd) {
+  active_kernels().scale_rows(rows, cols, src, lds, scale, sw, rowscale, dst, ldd);
+}
+
+void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
+  active_kernels().beta_residual(rows, cols, beta, v, ks, out);
+}
 
 void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                     const float* v, float beta, float* o) {
-  HWY_DYNAMIC_DISPATCH(DecodeKFirst)(K, V, S, lds, decay, q, k, v, beta, o);
+  active_kernels().decode_k_first(K, V, S, lds, decay, q, k, v, beta, o);
 }
 
 void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                     const float* v, float beta, float* o) {
-  HWY_DYNAMIC_DISPATCH(DecodeVFirst)(K, V, S, lds, decay, q, k, v, beta, o);
+  active_kernels().decode_v_first(K, V, S, lds, decay, q, k, v, beta, o);
 }
 
-void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
-                const float* rowscale, float* dst, int64_t ldd) {
-  HWY_DYNAMIC_DISPATCH(ScaleRows)(rows, cols, src, lds, scale, sw, rowscale, dst, ldd);
+void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
+               float* out_b) {
+  active_kernels().row_dots2(rows, cols, M, ldm, a, b, out_a, out_b);
 }
 
-void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
-  HWY_DYNAMIC_DISPATCH(BetaResidual)(rows, cols, beta, v, ks, out);
-}
+double fma_peak_kernel(int64_t iters) { return active_kernels().fma_peak(iters); }
 
-double fma_peak_kernel(int64_t iters) { return HWY_DYNAMIC_DISPATCH(FmaPeak)(iters); }
+}  // namespace simd
 
-const char* target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
-int64_t gemm_column_block() { return HWY_DYNAMIC_DISPATCH(ColumnBlockWidth)(); }
+void append_highway_kernel_sets(std::vector<KernelSet>* out) { simd::append_sets(out); }
 
-void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
-             bool accumulate, float* C, int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmNN)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
-}
-
-void exp_f32(int64_t n, const float* x, float* y) { HWY_DYNAMIC_DISPATCH(ExpF32)(n, x, y); }
-
-void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
-             bool accumulate, float* C, int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmTN)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
-}
-
-double sum_squares(int64_t n, const float* x) { return HWY_DYNAMIC_DISPATCH(SumSquares)(n, x); }
-
-}  // namespace hanpu::simd
+}  // namespace hanpu
 #endif

@@ -1,5 +1,6 @@
 // SIMD building blocks of the CPU engine, compiled with Highway for every x86 target (SSSE3, SSE4, AVX2,
-// AVX-512) and the scalar baseline; the best target this CPU supports is chosen once, at first use.
+// AVX-512) and the scalar baseline. These functions call the active kernel set (kernels/kernel_set.h),
+// chosen once per process; every set is a table of these entries with a scalar reference.
 //
 // Determinism: a GEMM output column is computed the same way (one fused multiply-add chain over the shared
 // dimension, in order) whichever column block it falls in, as long as callers split the columns of a

@@ -1,0 +1,100 @@
+// The reference kernel set: every entry of KernelSet as the plain loop of its definition, in fp32 with
+// fused multiply-adds in the natural order. Slow and obviously right; the other sets are tested against it.
+#include <cmath>
+
+#include "kernels/kernel_set.h"
+
+namespace hanpu {
+
+namespace {
+
+template <bool TransA>
+void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
+          float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      float c = acc ? C[i * ldc + j] : 0.0f;
+      for (int64_t p = 0; p < Kd; ++p) c = std::fma(TransA ? A[p * lda + i] : A[i * lda + p], B[p * ldb + j], c);
+      C[i * ldc + j] = c;
+    }
+  }
+}
+
+double sum_squares(int64_t n, const float* x) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void exp_f32(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                const float* rowscale, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rs = rowscale ? rowscale[r] : 1.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      dst[r * ldd + c] = sw > 1 ? src[r * lds + c] * scale[r * sw + c] * rs : src[r * lds + c] * (scale[r * sw] * rs);
+    }
+  }
+}
+
+void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
+  for (int64_t i = 0; i < rows * cols; ++i) out[i] = beta[i / cols] * (v[i] - ks[i]);
+}
+
+// S <- diag(decay) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q. S(r, c) addresses the k-first
+// element (row r of K, column c of V).
+template <bool VFirst>
+void decode(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
+            const float* v, float beta, float* o) {
+  auto at = [&](int64_t r, int64_t c) -> float& { return VFirst ? S[c * lds + r] : S[r * lds + c]; };
+  for (int64_t r = 0; r < K; ++r) {
+    for (int64_t c = 0; c < V; ++c) at(r, c) *= decay[r];
+  }
+  for (int64_t c = 0; c < V; ++c) {
+    float sk = 0;
+    for (int64_t r = 0; r < K; ++r) sk += at(r, c) * k[r];
+    const float u = beta * (v[c] - sk);
+    float oc = 0;
+    for (int64_t r = 0; r < K; ++r) {
+      at(r, c) += k[r] * u;
+      oc += at(r, c) * q[r];
+    }
+    o[c] = oc;
+  }
+}
+
+void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
+               float* out_b) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float sa = 0, sb = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      sa += M[r * ldm + c] * a[c];
+      sb += M[r * ldm + c] * b[c];
+    }
+    out_a[r] = sa;
+    out_b[r] = sb;
+  }
+}
+
+double fma_peak(int64_t iters) {
+  float acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = static_cast<float>(k);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (float& a : acc) a = std::fma(a, 0.999999f, 1e-7f);
+  }
+  volatile float sink = acc[0] + acc[11];
+  (void)sink;
+  return 2.0 * 12.0 * static_cast<double>(iters);
+}
+
+}  // namespace
+
+KernelSet make_reference_kernel_set() {
+  return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
+          &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak};
+}
+
+}  // namespace hanpu

@@ -1,0 +1,188 @@
+// Every kernel set of the registry (every Highway target this build compiled and this CPU runs, and the
+// reference set) entry by entry against double-precision definitions and the reference set, at tile edges:
+// odd sizes, column tails, unaligned pointers, leading dimensions with padding that must stay untouched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <random>
+#include <vector>
+
+#include "kernels/kernel_set.h"
+
+namespace hanpu {
+namespace {
+
+std::vector<float> randn(std::size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+void check_gemm(const KernelSet& ks, bool trans_a, int64_t M, int64_t N, int64_t Kd, std::mt19937_64& rng) {
+  const char* target = ks.name.c_str();
+  const int64_t lda = (trans_a ? M : Kd) + 3, ldb = N + 1, ldc = N + 2;
+  const int64_t a_rows = trans_a ? Kd : M;
+  std::vector<float> A = randn(a_rows * lda + 1, rng), B = randn(Kd * ldb + 1, rng), C = randn(M * ldc + 1, rng);
+  const std::vector<float> C0 = C;
+  for (bool acc : {false, true}) {
+    C = C0;
+    (trans_a ? ks.gemm_tn : ks.gemm_nn)(M, N, Kd, A.data() + 1, lda, B.data() + 1, ldb, acc, C.data() + 1, ldc);
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double want = acc ? C0[1 + i * ldc + j] : 0.0, mag = std::fabs(want);
+        for (int64_t p = 0; p < Kd; ++p) {
+          const double a = trans_a ? A[1 + p * lda + i] : A[1 + i * lda + p];
+          want += a * B[1 + p * ldb + j];
+          mag += std::fabs(a * B[1 + p * ldb + j]);
+        }
+        ASSERT_NEAR(C[1 + i * ldc + j], want, 4e-7 * (Kd + 2) * mag)
+            << target << (trans_a ? " TN " : " NN ") << M << "x" << N << "x" << Kd << " at " << i << "," << j;
+      }
+      EXPECT_EQ(C[1 + i * ldc + N], C0[1 + i * ldc + N]);  // padding untouched
+    }
+  }
+}
+
+// Splitting a product's columns at multiples of the set's column block leaves every column bit-identical
+// (the engine's results do not depend on the thread count).
+void check_column_split(const KernelSet& ks, std::mt19937_64& rng) {
+  const int64_t M = 9, Kd = 37, N = 3 * ks.gemm_column_block + 5;
+  const std::vector<float> A = randn(M * Kd, rng), B = randn(Kd * N, rng);
+  std::vector<float> whole(M * N), split(M * N);
+  ks.gemm_nn(M, N, Kd, A.data(), Kd, B.data(), N, false, whole.data(), N);
+  const int64_t at = ks.gemm_column_block;
+  ks.gemm_nn(M, at, Kd, A.data(), Kd, B.data(), N, false, split.data(), N);
+  ks.gemm_nn(M, N - at, Kd, A.data(), Kd, B.data() + at, N, false, split.data() + at, N);
+  EXPECT_EQ(whole, split) << ks.name;
+}
+
+void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
+  const char* name = ks.name.c_str();
+  const int64_t cb = ks.gemm_column_block;
+  // exp over the range the engine uses (exponents <= 0, down to underflow), and a little above 0
+  std::vector<float> x, y;
+  for (float v = -100.0f; v <= 5.0f; v += 0.37f) x.push_back(v);
+  y.resize(x.size());
+  ks.exp_f32(static_cast<int64_t>(x.size()), x.data(), y.data());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    EXPECT_NEAR(y[i], want, 4e-7 * want + 1e-38) << name << " exp(" << x[i] << ")";
+  }
+  // row scaling (all three scale widths, with and without a row factor), residual, sum of squares
+  const int64_t rows = 7, cols = 2 * cb + 3;
+  std::vector<float> src = randn(rows * cols, rng), sc = randn(rows * cols, rng), rs = randn(rows, rng);
+  for (int64_t sw : {int64_t{0}, int64_t{1}, cols}) {
+    for (const float* rowscale : {static_cast<const float*>(nullptr), static_cast<const float*>(rs.data())}) {
+      std::vector<float> dst(rows * cols);
+      ks.scale_rows(rows, cols, src.data(), cols, sc.data(), sw, rowscale, dst.data(), cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const double want = static_cast<double>(src[r * cols + c]) * sc[r * sw + (sw > 1 ? c : 0)] *
+                              (rowscale ? rowscale[r] : 1.0f);
+          EXPECT_NEAR(dst[r * cols + c], want, 1e-6 * (1 + std::fabs(want))) << name << " sw=" << sw;
+        }
+      }
+    }
+  }
+  std::vector<float> out(rows * cols);
+  ks.beta_residual(rows, cols, rs.data(), src.data(), sc.data(), out.data());
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const double want = static_cast<double>(rs[i / cols]) * (src[i] - sc[i]);
+    EXPECT_NEAR(out[i], want, 1e-6 * (1 + std::fabs(want))) << name;
+  }
+  double ss = 0;
+  for (float v : src) ss += static_cast<double>(v) * v;
+  EXPECT_NEAR(ks.sum_squares(rows * cols, src.data()), ss, 1e-6 * ss) << name;
+}
+
+// Row dots against double sums, at odd lengths and an unaligned, padded matrix.
+void check_row_dots(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{131}}) {
+    const int64_t rows = 5, ldm = cols + 3;
+    const std::vector<float> M = randn(rows * ldm + 1, rng), a = randn(cols, rng), b = randn(cols, rng);
+    std::vector<float> oa(rows), ob(rows);
+    ks.row_dots2(rows, cols, M.data() + 1, ldm, a.data(), b.data(), oa.data(), ob.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double wa = 0, wb = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        wa += static_cast<double>(M[1 + r * ldm + c]) * a[c];
+        wb += static_cast<double>(M[1 + r * ldm + c]) * b[c];
+        mag += std::fabs(M[1 + r * ldm + c]) * (std::fabs(a[c]) + std::fabs(b[c]));
+      }
+      EXPECT_NEAR(oa[r], wa, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols;
+      EXPECT_NEAR(ob[r], wb, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols;
+    }
+  }
+}
+
+// One decode token against the reference set, both state layouts, at tile edges (V around the kernels'
+// 1- and 4-vector tiles, odd K), with the state's row padding untouched.
+void check_decode(const KernelSet& ks, std::mt19937_64& rng) {
+  const KernelSet& ref = reference_kernel_set();
+  for (bool v_first : {false, true}) {
+    for (int64_t K : {int64_t{1}, int64_t{7}, int64_t{64}}) {
+      for (int64_t V : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{65}, int64_t{130}}) {
+        const int64_t rows = v_first ? V : K, cols = v_first ? K : V, lds = cols + 2;
+        std::vector<float> S = randn(rows * lds, rng), q = randn(K, rng), k = randn(K, rng), v = randn(V, rng);
+        std::vector<float> decay(K);
+        for (float& d : decay) d = std::exp(-std::fabs(randn(1, rng)[0]));
+        std::vector<float> S_ref = S, o(V), o_ref(V);
+        (v_first ? ks.decode_v_first : ks.decode_k_first)(K, V, S.data(), lds, decay.data(), q.data(), k.data(),
+                                                            v.data(), 0.7f, o.data());
+        (v_first ? ref.decode_v_first : ref.decode_k_first)(K, V, S_ref.data(), lds, decay.data(), q.data(), k.data(),
+                                                              v.data(), 0.7f, o_ref.data());
+        const std::string at = ks.name + (v_first ? " v-first" : " k-first") + " K=" + std::to_string(K) +
+                               " V=" + std::to_string(V);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < lds; ++c) {
+            const float want = S_ref[r * lds + c];
+            if (c >= cols) {
+              EXPECT_EQ(S[r * lds + c], want) << at << ": padding written";
+            } else {
+              EXPECT_NEAR(S[r * lds + c], want, 2e-5 * (K + 1) * (1 + std::fabs(want))) << at;
+            }
+          }
+        }
+        for (int64_t c = 0; c < V; ++c) EXPECT_NEAR(o[c], o_ref[c], 2e-5 * (K + 1) * (1 + std::fabs(o_ref[c]))) << at;
+      }
+    }
+  }
+}
+
+TEST(KernelSets, TheRegistryListsTheBestFirstAndTheReferenceLast) {
+  const std::vector<KernelSet>& sets = kernel_sets();
+  ASSERT_GE(sets.size(), 2u);  // at least one compiled target and the reference
+  EXPECT_EQ(sets.back().name, "reference");
+  EXPECT_EQ(&reference_kernel_set(), &sets.back());
+  if (!std::getenv("HANPU_KERNELS")) EXPECT_EQ(&active_kernels(), &sets.front());
+  for (const KernelSet& ks : sets) {
+    EXPECT_GE(ks.gemm_column_block, 1) << ks.name;
+    EXPECT_GT(ks.fma_peak(10), 0) << ks.name;
+  }
+}
+
+TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
+  for (const KernelSet& ks : kernel_sets()) {
+    std::mt19937_64 rng(std::hash<std::string>()(ks.name));
+    const int64_t cb = ks.gemm_column_block;
+    for (bool trans_a : {false, true}) {
+      for (int64_t M : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{17}}) {
+        for (int64_t N : {int64_t{1}, int64_t{7}, cb - 1, cb, cb + 1, 2 * cb + cb / 2 + 3}) {
+          if (N < 1) continue;
+          for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}}) check_gemm(ks, trans_a, M, N, Kd, rng);
+        }
+      }
+    }
+    check_column_split(ks, rng);
+    check_vector_kernels(ks, rng);
+    check_row_dots(ks, rng);
+    check_decode(ks, rng);
+  }
+}
+
+}  // namespace
+}  // namespace hanpu
