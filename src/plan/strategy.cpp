@@ -221,8 +221,23 @@ void map_head_level(const StrategyOptions& so, const MapInputs& in, Mapping& m) 
       for (int64_t c = 0; c < h.chunks; ++c) prep.add(h.seq, h.hv, c, 1, h.col0, h.cols);
     }
   }
-  Dealer d(m, add_phase(m, fallback ? Work::kStatePart : Work::kHead, Sync::kLaunch, ~0u));
-  for (const WorkItem& h : heads) d.add(h.seq, h.hv, h.chunk0, h.chunks, h.col0, h.cols);
+  // Whole units in contiguous blocks, one per worker (neighbouring value heads share their input rows'
+  // pages and cache lines); tail slices dealt round robin from worker 0.
+  const int phase = add_phase(m, fallback ? Work::kStatePart : Work::kHead, Sync::kLaunch, ~0u);
+  const int W = sh.workers;
+  int64_t slice = 0;
+  for (const WorkItem& h : heads) {
+    const int64_t u = h.seq * sh.HV + h.hv;
+    int worker;
+    if (u < whole) {
+      worker = static_cast<int>((u * W + W - 1) / whole);  // the block [whole t / W, whole (t + 1) / W) holding u
+      while (worker > 0 && whole * worker / W > u) --worker;
+      while (worker + 1 < W && whole * (worker + 1) / W <= u) ++worker;
+    } else {
+      worker = static_cast<int>(slice++ % W);
+    }
+    m.items.push_back({phase, worker, h.seq, h.hv, h.chunk0, h.chunks, h.col0, h.cols});
+  }
 }
 
 }  // namespace
