@@ -5,8 +5,13 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 
 namespace hanpu {
 
@@ -35,23 +40,6 @@ int ThreadPool::resolve(int threads) {
   return n > 0 ? static_cast<int>(n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-ThreadPool::ThreadPool(int threads) {
-  const std::vector<int> cpus = allowed_cpus();
-  for (int w = 1; w < std::max(1, threads); ++w) {
-    workers_.emplace_back([this, w] { worker_loop(w); });
-    if (!cpus.empty()) pin_thread(workers_.back(), cpus[w % cpus.size()]);
-  }
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
-  for (auto& t : workers_) t.join();
-}
-
 namespace {
 
 // About 40 us of polling (a pause is tens of cycles) before a thread falls back to sleeping.
@@ -67,66 +55,120 @@ inline void cpu_relax() {
 
 }  // namespace
 
-void ThreadPool::worker_loop(int w) {
-  uint64_t seen = 0;
-  for (;;) {
-    for (int i = 0; i < kSpins && generation_.load(std::memory_order_acquire) == seen && !stop_; ++i) cpu_relax();
-    if (generation_.load(std::memory_order_acquire) == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+// The threads behind one or more pools. A run names how many workers take part; the others stay asleep.
+struct ThreadPool::Threads {
+  std::vector<std::thread> workers;  // worker w is workers[w - 1]
+  std::mutex run_mu;                 // one run at a time; also held while growing
+  std::mutex mu;
+  std::condition_variable start_cv, done_cv, barrier_cv;
+  const std::function<void(int)>* job = nullptr;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> pending{0};
+  std::atomic<int> active{1};  // workers of the current run
+  std::atomic<bool> stop{false};
+  int barrier_waiting = 0;
+  uint64_t barrier_generation = 0;
+
+  // Adds workers up to `threads` (run_mu held by the caller).
+  void grow(int threads) {
+    const std::vector<int> cpus = allowed_cpus();
+    for (int w = static_cast<int>(workers.size()) + 1; w < threads; ++w) {
+      const uint64_t seen = generation.load(std::memory_order_acquire);  // no run in flight: none to join
+      workers.emplace_back([this, w, seen] { loop(w, seen); });
+      if (!cpus.empty()) pin_thread(workers.back(), cpus[w % cpus.size()]);
     }
-    if (stop_) return;
-    seen = generation_.load(std::memory_order_acquire);
+  }
+
+  ~Threads() {
     {
-      ScopedFlushDenormals ftz;
-      (*job_)(w);
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
     }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);  // pairs with the waiter's predicate check
-      done_cv_.notify_one();
+    start_cv.notify_all();
+    for (auto& t : workers) t.join();
+  }
+
+  void loop(int w, uint64_t seen) {
+    for (;;) {
+      for (int i = 0; i < kSpins && generation.load(std::memory_order_acquire) == seen && !stop; ++i) cpu_relax();
+      if (generation.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lock(mu);
+        start_cv.wait(lock, [&] { return stop || generation.load(std::memory_order_acquire) != seen; });
+      }
+      if (stop) return;
+      seen = generation.load(std::memory_order_acquire);
+      if (w >= active.load(std::memory_order_acquire)) continue;  // not part of this run
+      {
+        ScopedFlushDenormals ftz;
+        (*job)(w);
+      }
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mu);  // pairs with the waiter's predicate check
+        done_cv.notify_one();
+      }
     }
   }
+
+  void run(const std::function<void(int)>& fn, int size) {
+    std::lock_guard<std::mutex> run_lock(run_mu);
+    job = &fn;
+    active.store(size, std::memory_order_release);
+    pending.store(size - 1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      generation.fetch_add(1, std::memory_order_release);
+    }
+    if (size > 1) start_cv.notify_all();
+    {
+      ScopedFlushDenormals ftz;  // the caller's own mode comes back when its share is done
+      fn(0);
+    }
+    for (int i = 0; i < kSpins && pending.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+    if (pending.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      done_cv.wait(lock, [&] { return pending.load(std::memory_order_acquire) == 0; });
+    }
+    job = nullptr;
+  }
+
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mu);
+    const uint64_t gen = barrier_generation;
+    if (++barrier_waiting == active.load(std::memory_order_acquire)) {
+      barrier_waiting = 0;
+      ++barrier_generation;
+      barrier_cv.notify_all();
+      return;
+    }
+    barrier_cv.wait(lock, [&] { return barrier_generation != gen; });
+  }
+};
+
+ThreadPool::ThreadPool(int threads) : t_(std::make_shared<Threads>()), size_(std::max(1, threads)) {
+  std::lock_guard<std::mutex> lock(t_->run_mu);
+  t_->grow(size_);
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn) {
-  std::lock_guard<std::mutex> run_lock(run_mu_);
-  job_ = &fn;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  start_cv_.notify_all();
-  {
-    ScopedFlushDenormals ftz;  // the caller's own mode comes back when its share is done
-    fn(0);
-  }
-  for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
-  if (pending_.load(std::memory_order_acquire) != 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-  }
-  job_ = nullptr;
-}
+ThreadPool::~ThreadPool() = default;
 
-void ThreadPool::barrier() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t gen = barrier_generation_;
-  if (++barrier_waiting_ == size()) {
-    barrier_waiting_ = 0;
-    ++barrier_generation_;
-    barrier_cv_.notify_all();
-    return;
-  }
-  barrier_cv_.wait(lock, [&] { return barrier_generation_ != gen; });
-}
+void ThreadPool::run(const std::function<void(int)>& fn) { t_->run(fn, size_); }
+
+void ThreadPool::barrier() { t_->barrier(); }
 
 ThreadPool& shared_pool(int threads) {
   static std::mutex mu;
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  static const auto shared = std::make_shared<ThreadPool::Threads>();
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;  // sized views: no threads of their own
+  threads = std::max(1, threads);
   std::lock_guard<std::mutex> lock(mu);
   auto& p = pools[threads];
-  if (!p) p = std::make_unique<ThreadPool>(threads);
+  if (!p) {
+    {
+      std::lock_guard<std::mutex> grow_lock(shared->run_mu);  // no run in flight while threads are added
+      shared->grow(threads);
+    }
+    p.reset(new ThreadPool(shared, threads));
+  }
   return *p;
 }
 
