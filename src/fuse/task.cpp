@@ -8,6 +8,7 @@
 
 #include "kernels/simd.h"
 #include "plan/plan.h"
+#include "sim/chunk_lowering.h"
 
 namespace hanpu::fuse {
 
@@ -299,57 +300,64 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   return Status::Ok();
 }
 
+// A chunk lowering's work as a task's stages: global loads and stores are DMA stages; compute on its
+// engine class; the matrix unit's operand loads (L1 -> L0) on the matrix engine and its result moves
+// (L0C -> UB) on the matrix engine, or on the vector engine where the device relays results through it
+// (310P), each at its path's rate.
+class StageSink : public sim::ChunkSink {
+ public:
+  StageSink(const plan::Device& d, Builder& b, const Task& t) : d_(d), b_(b), t_(t) {}
+  int next_id() const override { return static_cast<int>(t_.stages.size()); }
+  int compute(int, Queue q, double cycles, std::vector<int> deps, std::string label) override {
+    return b_.compute(q == Queue::kMatrix ? EngineClass::kMatrix : EngineClass::kVector, std::move(label), cycles,
+                      std::move(deps), {});
+  }
+  int move(int, Queue q, double bytes, std::vector<int> deps, std::string label) override {
+    switch (q) {
+      case Queue::kLoad: return b_.dma("load " + label, bytes, false, std::move(deps), {});
+      case Queue::kStore: return b_.dma("store " + label, bytes, true, std::move(deps), {});
+      case Queue::kMatrixLoad:
+        return b_.compute(EngineClass::kMatrix, std::move(label), bytes / d_.sim.l1_to_l0_bytes_per_cycle,
+                          std::move(deps), {});
+      default:
+        return b_.compute(d_.sim.l0c_to_ub_via_vector ? EngineClass::kVector : EngineClass::kMatrix, std::move(label),
+                          bytes / d_.sim.l0c_to_ub_bytes_per_cycle, std::move(deps), {});
+    }
+  }
+
+ private:
+  const plan::Device& d_;
+  Builder& b_;
+  const Task& t_;
+};
+
 // GDN / KDA chunks of one head from the planner's plan for the device (default passes, C = 64,
-// K = V = 128): per chunk, DMA loads of the chunk's inputs, each step on its engine at the cost model's
-// cycles (with its layout transforms), the output's DMA store; the state carries from chunk to chunk
-// on chip. Region: the plan's peak in the vector memory; a chunk's loads wait for chunk c - 2 (two
-// input buffers).
+// K = V = 128), lowered by the NPU model's chunk lowering (sim/chunk_lowering.h): the state carries from
+// chunk to chunk on chip. Region: the plan's peak in the vector memory; chunk c waits for chunk c - 2
+// (two input buffers).
 Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t region, Task* t) {
+  if (!d.has_sim) return InvalidArgument("gdn and kda tasks need the device's \"sim\" section");
   plan::Plan pl;
   HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, &pl));
-  const plan::Graph& g = pl.graph;
   const auto peak = pl.lifetimes.peak_bytes.find(d.vector_mem);
   t->on_chip_bytes = peak == pl.lifetimes.peak_bytes.end() ? 0 : peak->second;
   if (t->on_chip_bytes > region) {
     return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
                            ", more than the region of " + std::to_string(region));
   }
-  HANPU_RETURN_IF_ERROR(check_size(static_cast<double>(chunks) * 2 * static_cast<double>(g.ops.size()), 0, false));
-  const plan::DeviceCostModel cm(d);
+  HANPU_RETURN_IF_ERROR(check_size(static_cast<double>(chunks) * 4 * static_cast<double>(pl.graph.ops.size()), 0, false));
+  std::unique_ptr<sim::ChunkLowering> low;
+  HANPU_RETURN_IF_ERROR(sim::make_lowering(pl, d, &low));
   Builder b(d, t);
+  StageSink sink(d, b, *t);
   std::vector<int> chunk_end;  // the last stage of each chunk
   int state = -1;
   for (int64_t c = 0; c < chunks; ++c) {
-    std::map<int, int> made;  // tensor -> stage
-    made[g.state_in] = state;
-    const int ring = c >= 2 ? chunk_end[c - 2] : -1;
-    int last = -1;
-    for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
-      const plan::OpNode& o = g.ops[i];
-      std::vector<int> deps;
-      for (int x : o.inputs) {
-        auto it = made.find(x);
-        if (it == made.end()) {
-          it = made.emplace(x, b.dma("load " + g.tensors[x].name, static_cast<double>(plan::tensor_bytes(g, x, d)),
-                                     false, {ring}, {})).first;
-        }
-        deps.push_back(it->second);
-      }
-      for (const plan::Transform& tr : pl.layouts.transforms) {
-        if (tr.before_op != i) continue;
-        deps.push_back(b.compute(EngineClass::kVector, "transform " + g.tensors[tr.tensor].name, tr.cost, deps, {}));
-      }
-      last = b.compute(o.engine == plan::Engine::kMatrix ? EngineClass::kMatrix : EngineClass::kVector, o.name,
-                       cm.op_cost(g, i, pl.layouts.op_layout[i]), deps, {});
-      for (int x : o.outputs) {
-        made[x] = last;
-        if (g.tensors[x].role == plan::Role::kOutput) {
-          b.dma("store " + g.tensors[x].name, static_cast<double>(plan::tensor_bytes(g, x, d)), true, {last}, {});
-        }
-      }
-    }
-    state = made[g.state_out];
-    chunk_end.push_back(last);
+    std::map<int, int> have;
+    have[low->graph().state_in] = state;
+    low->chunk(sink, 0, sim::kAllKernels, have, c >= 2 ? chunk_end[c - 2] : -1);
+    state = have[low->graph().state_out];
+    chunk_end.push_back(sink.next_id() - 1);
   }
   return Status::Ok();
 }

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/spill.h"
+#include "sim/chunk_lowering.h"
 
 namespace hanpu::sim {
 
@@ -25,8 +25,9 @@ struct Occupancy {
   int first_task, last_task;
 };
 
-// The program of one run, shared by the chunk lowerings that emit into it, and its counters.
-class Emitter {
+// The program of one run, shared by the chunk lowerings that emit into it: the device's engine queues per
+// core, transfers at their paths' rates (global ones with the set-up and the shared bandwidth).
+class Emitter : public ChunkSink {
  public:
   explicit Emitter(const plan::Device& d) : d_(d), e_(engines_of(d)) {
     for (const plan::Memory& m : d.memories) {
@@ -34,47 +35,38 @@ class Emitter {
     }
   }
 
-  static Task task(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
-    Task t;
-    t.core = core;
-    t.engine = engine;
-    t.cycles = cycles;
-    t.deps = std::move(deps);
-    t.label = std::move(label);
-    return t;
-  }
-
-  const plan::Device& device() const { return d_; }
   const Engines& engines() const { return e_; }
-  int next_id() const { return static_cast<int>(prog.tasks().size()); }
+  int next_id() const override { return static_cast<int>(prog.tasks().size()); }
 
-  int compute(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
-    return prog.add(task(core, engine, cycles, std::move(deps), std::move(label)));
+  int compute(int core, Queue q, double cycles, std::vector<int> deps, std::string label) override {
+    return add(core, q == Queue::kMatrix ? e_.matrix : e_.vector, cycles, std::move(deps), std::move(label));
   }
 
-  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
-  int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
-               std::vector<int> deps, std::string label) {
-    Task t = task(core, engine, setup, std::move(deps), std::move(label));
-    t.bytes = b;
-    t.path_bytes_per_cycle = rate;
-    t.global = global;
-    return prog.add(std::move(t));
+  int move(int core, Queue q, double bytes, std::vector<int> deps, std::string label) override {
+    const plan::SimParams& s = d_.sim;
+    switch (q) {
+      case Queue::kLoad:
+        return transfer(core, e_.load, bytes, s.global_read_bytes_per_cycle, true, s.transfer_setup_cycles,
+                        std::move(deps), "load " + label);
+      case Queue::kStore:
+        return transfer(core, e_.store, bytes, s.global_write_bytes_per_cycle, true, s.transfer_setup_cycles,
+                        std::move(deps), "store " + label);
+      case Queue::kMatrixLoad:
+        return transfer(core, e_.matrix_load, bytes, s.l1_to_l0_bytes_per_cycle, false, 0, std::move(deps), label);
+      default:
+        return transfer(core, e_.matrix_out, bytes, s.l0c_to_ub_bytes_per_cycle, false, 0, std::move(deps), label);
+    }
   }
 
-  int load(int core, double b, std::vector<int> deps, std::string label) {
-    return transfer(core, e_.load, b, d_.sim.global_read_bytes_per_cycle, true, d_.sim.transfer_setup_cycles,
-                    std::move(deps), "load " + label);
-  }
-  int store(int core, double b, std::vector<int> deps, std::string label) {
-    return transfer(core, e_.store, b, d_.sim.global_write_bytes_per_cycle, true, d_.sim.transfer_setup_cycles,
-                    std::move(deps), "store " + label);
+  void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) override {
+    const int m = static_cast<int>(std::find(memories.begin(), memories.end(), memory) - memories.begin());
+    occupancy.push_back({core, m, bytes, first, last});
   }
 
   // A synchronisation point on every core: waits for `after`, then costs `us` (a launch or a barrier).
   std::vector<int> sync(int cores, const std::vector<int>& after, double us, const std::string& label) {
     std::vector<int> ids;
-    for (int c = 0; c < cores; ++c) ids.push_back(compute(c, e_.control, us * 1e3 * d_.clock_ghz, after, label));
+    for (int c = 0; c < cores; ++c) ids.push_back(add(c, e_.control, us * 1e3 * d_.clock_ghz, after, label));
     return ids;
   }
   std::vector<int> launch(int cores, const std::vector<int>& after) {
@@ -91,190 +83,38 @@ class Emitter {
     return ids;
   }
 
-  int memory_index(const std::string& name) const {
-    return static_cast<int>(std::find(memories.begin(), memories.end(), name) - memories.begin());
-  }
-
   Program prog;
   std::vector<std::string> memories;  // on-chip memories
   std::vector<Occupancy> occupancy;
-  double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, spill = 0;
   int64_t launches = 0;
 
  private:
+  int add(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
+    Task t;
+    t.core = core;
+    t.engine = engine;
+    t.cycles = cycles;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    return prog.add(std::move(t));
+  }
+  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
+  int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
+               std::vector<int> deps, std::string label) {
+    Task t;
+    t.core = core;
+    t.engine = engine;
+    t.cycles = setup;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    t.bytes = b;
+    t.path_bytes_per_cycle = rate;
+    t.global = global;
+    return prog.add(std::move(t));
+  }
+
   const plan::Device& d_;
   Engines e_;
-};
-
-using KernelMask = unsigned;  // bit k: kernel k runs in this piece of work
-constexpr KernelMask kAllKernels = ~0u;
-
-// One plan's chunk on the device: emits the tasks of one chunk of one head (or head slice) on a core.
-class ChunkLowering {
- public:
-  ChunkLowering(const plan::Plan& pl, const plan::Device& d, SpillPlan spills)
-      : pl_(pl), g_(pl.graph), d_(d), cm_(d), spills_(std::move(spills)) {
-    for (int t = 0; t < static_cast<int>(g_.tensors.size()); ++t) {
-      if (g_.tensors[t].role == plan::Role::kOutput) out_t_ = t;
-    }
-  }
-
-  const plan::Graph& graph() const { return g_; }
-  int64_t bytes(int t) const { return plan::tensor_bytes(g_, t, d_); }
-  const SpillPlan& spills() const { return spills_; }
-
-  // The ops of the kernels in `mask` of one chunk on `core`. `have` maps tensor -> the task that made it
-  // available on this core (the incoming state, -1 when it is zero); tensors the ops read and `have`
-  // lacks are loaded from global memory. Produced tensors are added to `have`; the output, and with
-  // `store_handoffs` those a kernel outside `mask` reads, are stored. Every task depends on `gate`.
-  void chunk(Emitter& em, int core, KernelMask mask, std::map<int, int>& have, int gate,
-             bool store_handoffs = true) const {
-    const Engines& e = em.engines();
-    const int n = static_cast<int>(g_.ops.size());
-    auto in_mask = [&](int kernel) { return (mask >> kernel) & 1u; };
-    auto gated = [&](std::vector<int> deps) {
-      if (gate >= 0) deps.push_back(gate);
-      return deps;
-    };
-    auto dep = [&](int t) -> int {
-      auto it = have.find(t);
-      if (it != have.end()) return it->second;
-      return have[t] = em.load(core, static_cast<double>(bytes(t)), gated({}), g_.tensors[t].name);
-    };
-    // Spill moves: stores after step s, reloads before step s (s = -1: chunk start, n: chunk end).
-    std::map<int, int> stored;  // tensor -> its spill store
-    auto spill_stores = [&](int step) {
-      for (const SpillMove& m : spills_.moves) {
-        if (m.after_step != step || !in_mask(m.kernel) || !m.store) continue;
-        const auto it = have.find(m.tensor);
-        if (it == have.end() || it->second < 0) continue;  // a zero state: nothing to keep
-        stored[m.tensor] = em.store(core, static_cast<double>(m.bytes), {it->second}, "spill " + g_.tensors[m.tensor].name);
-        em.spill += static_cast<double>(m.bytes);
-      }
-    };
-    auto spill_reloads = [&](int step) {
-      for (const SpillMove& m : spills_.moves) {
-        if (m.before_step != step || !in_mask(m.kernel)) continue;
-        std::vector<int> deps;
-        if (stored.count(m.tensor)) {
-          deps.push_back(stored[m.tensor]);
-        } else if (have.count(m.tensor) && have[m.tensor] >= 0) {
-          deps.push_back(have[m.tensor]);
-        } else if (m.store) {
-          continue;  // a zero state was never stored: nothing to bring back
-        }
-        have[m.tensor] = em.load(core, static_cast<double>(m.bytes), gated(deps), "reload " + g_.tensors[m.tensor].name);
-        em.spill += static_cast<double>(m.bytes);
-      }
-    };
-    std::vector<std::pair<int, int>> range(n, {-1, -1});  // task ids emitted for each step
-    spill_stores(-1);
-    for (int i = 0; i < n; ++i) {
-      const plan::OpNode& o = g_.ops[i];
-      if (!in_mask(o.kernel)) continue;
-      const int begin = em.next_id();
-      spill_reloads(i);
-      std::vector<int> deps = gated({});
-      double in_bytes = 0;
-      for (int t : o.inputs) {
-        const int p = dep(t);
-        if (p >= 0) deps.push_back(p);
-        in_bytes += static_cast<double>(bytes(t));
-      }
-      for (const plan::Transform& tr : pl_.layouts.transforms) {
-        if (tr.before_op != i) continue;
-        deps.push_back(em.compute(core, e.vector, tr.cost, deps, "transform " + g_.tensors[tr.tensor].name));
-      }
-      const double cycles = cm_.op_cost(g_, i, pl_.layouts.op_layout[i]);
-      int last;
-      if (o.engine == plan::Engine::kMatrix) {
-        const int ld = em.transfer(core, e.matrix_load, in_bytes, d_.sim.l1_to_l0_bytes_per_cycle, false, 0, deps,
-                                   "operands " + o.name);
-        em.l1_to_l0 += in_bytes;
-        em.macs += o.macs();
-        const int mm = em.compute(core, e.matrix, cycles, {ld}, o.name);
-        const double out_bytes = static_cast<double>(bytes(o.outputs[0]));
-        em.l0c_to_ub += out_bytes;
-        last = em.transfer(core, e.matrix_out, out_bytes, d_.sim.l0c_to_ub_bytes_per_cycle, false, 0, {mm},
-                           "result " + o.name);
-      } else {
-        last = em.compute(core, e.vector, cycles, deps, o.name);
-      }
-      for (int t : o.outputs) {
-        have[t] = last;
-        if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
-          em.store(core, static_cast<double>(bytes(t)), {last}, g_.tensors[t].name);
-        }
-      }
-      spill_stores(i);
-      range[i] = {begin, em.next_id() - 1};
-    }
-    spill_reloads(n);
-    for (const plan::Transform& tr : pl_.layouts.transforms) {
-      if (tr.before_op < 0 && have.count(tr.tensor)) {
-        have[tr.tensor] = em.compute(core, e.vector, tr.cost, {have[tr.tensor]}, "transform " + g_.tensors[tr.tensor].name);
-      }
-    }
-    // Occupancy: each presence from the first task of its first step to the last task of its last one.
-    for (const plan::Residency& p : spills_.presence) {
-      if (!in_mask(p.kernel)) continue;
-      int first = -1, last = -1;
-      for (int s = std::max(0, p.from); s <= std::min(n - 1, p.to); ++s) {
-        if (range[s].first < 0) continue;
-        if (first < 0) first = range[s].first;
-        last = range[s].second;
-      }
-      if (first >= 0) em.occupancy.push_back({core, em.memory_index(p.memory), p.bytes, first, last});
-    }
-  }
-
-  // `count` consecutive chunks of one head on `core`, the state carried from each to the next, starting
-  // from the task that made `state` available (-1: a zero state). Returns the task of the last S'.
-  int chain(Emitter& em, int core, KernelMask mask, int64_t count, int state, int gate,
-            bool store_handoffs = true) const {
-    for (int64_t c = 0; c < count; ++c) {
-      std::map<int, int> have;
-      have[g_.state_in] = state;
-      chunk(em, core, mask, have, gate, store_handoffs);
-      state = have[g_.state_out];
-    }
-    return state;
-  }
-
-  // Independent (head, chunk) units dealt round robin over the cores, each with kernels `mask`.
-  void spread(Emitter& em, int cores, int64_t units, KernelMask mask, const std::vector<int>& gate) const {
-    for (int64_t u = 0; u < units; ++u) {
-      std::map<int, int> have;
-      chunk(em, static_cast<int>(u % cores), mask, have, gate[u % cores]);
-    }
-  }
-
-  // A head (or head slice) run through all its chunks on `core`, state on chip; the final state is stored.
-  void head(Emitter& em, int core, int64_t chunks, int gate) const {
-    const int state = chain(em, core, kAllKernels, chunks, -1, gate);
-    em.store(core, static_cast<double>(bytes(g_.state_out)), {state}, "final state");
-  }
-
- private:
-  bool read_outside(int t, KernelMask mask) const {
-    for (int c : g_.consumers(t)) {
-      if (!((mask >> g_.ops[c].kernel) & 1u)) return true;
-    }
-    // S' becomes the next chunk's S: stored when a kernel outside the mask reads S.
-    if (t == g_.state_out) {
-      for (int c : g_.consumers(g_.state_in)) {
-        if (!((mask >> g_.ops[c].kernel) & 1u)) return true;
-      }
-    }
-    return false;
-  }
-
-  const plan::Plan& pl_;
-  const plan::Graph& g_;
-  const plan::Device& d_;
-  plan::DeviceCostModel cm_;
-  SpillPlan spills_;
-  int out_t_ = -1;
 };
 
 // Each (head, chunk) becomes tens of tasks held in memory: bound the program (64 heads x 65,536 tokens is
@@ -288,12 +128,6 @@ Status check_size(int64_t heads, int64_t chunks) {
   return Status::Ok();
 }
 
-Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out) {
-  SpillPlan sp;
-  HANPU_RETURN_IF_ERROR(plan_spills(pl.graph, d, &sp));
-  *out = std::make_unique<ChunkLowering>(pl, d, std::move(sp));
-  return Status::Ok();
-}
 
 // One phase's items on the model: gate[c] is what core c's items wait for (the launch or barrier).
 void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std::size_t begin, std::size_t end,
@@ -311,18 +145,19 @@ void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std
       case plan::Work::kWarmup: {
         // The recurrence from a zero state over the segment's last warm-up chunks; the end state to memory.
         const int state = low.chain(em, core, mask, std::min(w.warmup_chunks, it.chunks), -1, gate[core], false);
-        em.store(core, state_bytes, {state}, "segment state");
+        em.move(core, ChunkSink::Queue::kStore, state_bytes, {state}, "segment state");
         break;
       }
       case plan::Work::kHandOn:
         // Serially over the unit's segments: each segment's initial state handed on (read, written).
         for (int64_t s = 1; s * m.segment_chunks < it.chunks; ++s) {
-          const int ld = em.load(core, state_bytes, {gate[core]}, "segment state");
-          em.store(core, state_bytes, {ld}, "initial state");
+          const int ld = em.move(core, ChunkSink::Queue::kLoad, state_bytes, {gate[core]}, "segment state");
+          em.move(core, ChunkSink::Queue::kStore, state_bytes, {ld}, "initial state");
         }
         break;
       case plan::Work::kSegment: {
-        const int state = it.chunk0 == 0 ? -1 : em.load(core, state_bytes, {gate[core]}, "initial state");
+        const int state =
+            it.chunk0 == 0 ? -1 : em.move(core, ChunkSink::Queue::kLoad, state_bytes, {gate[core]}, "initial state");
         low.chain(em, core, mask, it.chunks, state, gate[core]);
         break;
       }
@@ -487,9 +322,9 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   r.heads = m.shape.HV;
   r.latency_us = s.makespan_ns / 1e3;
   r.gm_bytes = s.global_bytes;
-  r.spill_bytes = em.spill;
-  r.l1_to_l0_bytes = em.l1_to_l0;
-  r.matrix_macs = em.macs;
+  r.spill_bytes = em.counts.spill;
+  r.l1_to_l0_bytes = em.counts.l1_to_l0;
+  r.matrix_macs = em.counts.macs;
   r.tasks = static_cast<int64_t>(em.prog.tasks().size());
   r.launches = em.launches;
   r.tail_split = m.tail_split;
@@ -508,7 +343,7 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   const double vector_cycles = (busy.count(vec) ? busy[vec] : 0) * d.clock_ghz;
   const double dynamic_pj = r.matrix_macs * d.sim.pj_per_mac + vector_cycles * d.sim.pj_per_vector_cycle +
                             r.gm_bytes * d.sim.pj_per_global_byte +
-                            (em.l1_to_l0 + em.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
+                            (em.counts.l1_to_l0 + em.counts.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
   r.energy_uj = dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
   *out = std::move(r);
   return Status::Ok();
