@@ -292,6 +292,26 @@ TEST(PlanDevice, EveryShippedDeviceLoads) {
   }
 }
 
+// A description with a base is the base with the given fields merged over it: 310P3 is the 310P with
+// 8 cores. Bases must be shipped devices and may not chain.
+TEST(PlanDevice, BasePlusOverride) {
+  const Device p = shipped("ascend-310p"), p3 = shipped("ascend-310p3");
+  EXPECT_EQ(p3.cores, 8);
+  EXPECT_EQ(p.cores, 10);
+  EXPECT_EQ(p3.clock_ghz, p.clock_ghz);
+  EXPECT_EQ(p3.memories.size(), p.memories.size());
+  EXPECT_EQ(p3.sim.queues.matrix, "Cube");
+  EXPECT_EQ(p3.sim.queues.matrix_out, "Vector");  // 310P relays results through the Vector unit
+  EXPECT_EQ(shipped("ascend-310b").sim.queues.matrix_out, "FixPipe");
+  Device d;
+  EXPECT_EQ(parse_device(R"({"schema": "hanpu-device/1", "base": "nope"})", "x.json", &d).message(),
+            "x.json: base: unknown device 'nope'");
+  EXPECT_EQ(parse_device(R"({"schema": "hanpu-device/1", "base": "ascend-310p3"})", "x.json", &d).message(),
+            "x.json: base 'ascend-310p3' has a base itself");
+  EXPECT_EQ(parse_device(R"({"base": "ascend-310p", "cores": {"value": 0, "source": "s"}})", "x.json", &d).message(),
+            "x.json: cores.value: expected a positive number");
+}
+
 TEST(PlanDevice, MalformedDescriptionsNameTheField) {
   std::ifstream f(devices_dir() + "/ascend-310p.json");
   std::stringstream ss;

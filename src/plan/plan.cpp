@@ -448,7 +448,7 @@ std::string plan_report(const Plan& p) {
   if (p.has_mapping) {
     const Mapping& m = p.mapping;
     os << "strategy: " << p.strategy << "; mapping of " << m.shape.sequences() << " sequence(s) x " << m.shape.HV
-       << " value heads (" << m.shape.total_chunks() << " chunks each head) onto " << m.shape.workers << " workers:";
+       << " value heads (" << m.shape.total_chunks() << " chunks per value head) onto " << m.shape.workers << " workers:";
     const auto ranges = m.phase_ranges();
     for (std::size_t i = 0; i < m.phases.size(); ++i) {
       os << (i ? "," : "") << " " << (m.phases[i].sync == Sync::kBarrier ? "| " : "") << work_name(m.phases[i].work)
