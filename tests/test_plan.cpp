@@ -379,15 +379,19 @@ TEST(PlanJson, RoundTripsExactly) {
   }
 }
 
+// The error of loading `good` after `mutate`, or "ok".
+template <typename F>
+std::string load_error(const nlohmann::json& good, F mutate) {
+  nlohmann::json j = good;
+  mutate(j);
+  Plan q;
+  const Status st = plan_from_json(j.dump(), &q);
+  return st.ok() ? std::string("ok") : st.message();
+}
+
 TEST(PlanJson, MalformedPlansNameTheField) {
   const nlohmann::json good = plan_to_json(execution_plan("ascend-310p", Kind::kGdn, "hanpu"));
-  auto error_of = [&](auto mutate) {
-    nlohmann::json j = good;
-    mutate(j);
-    Plan q;
-    const Status st = plan_from_json(j.dump(), &q);
-    return st.ok() ? std::string("ok") : st.message();
-  };
+  auto error_of = [&](auto mutate) { return load_error(good, mutate); };
   EXPECT_EQ(error_of([](nlohmann::json&) {}), "ok");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j.erase("steps"); }), "steps: missing");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["steps"][3]["inputs"][0] = "Wx"; }),
@@ -415,13 +419,7 @@ TEST(PlanJson, MalformedPlansNameTheField) {
 // an older planner) is refused, naming the field.
 TEST(PlanJson, StaleDerivedFieldsAreRefused) {
   const nlohmann::json good = plan_to_json(execution_plan("ascend-310p", Kind::kGdn, "hanpu"));
-  auto error_of = [&](auto mutate) {
-    nlohmann::json j = good;
-    mutate(j);
-    Plan q;
-    const Status st = plan_from_json(j.dump(), &q);
-    return st.ok() ? std::string("ok") : st.message();
-  };
+  auto error_of = [&](auto mutate) { return load_error(good, mutate); };
   const int64_t ub = good["peak_bytes"]["UB"].get<int64_t>();
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["peak_bytes"]["UB"] = 1; }),
             "peak_bytes.UB: stored 1, the plan recomputes " + std::to_string(ub));

@@ -90,15 +90,10 @@ class Emitter : public ChunkSink {
 
  private:
   int add(int core, const std::string& engine, double cycles, std::vector<int> deps, std::string label) {
-    Task t;
-    t.core = core;
-    t.engine = engine;
-    t.cycles = cycles;
-    t.deps = std::move(deps);
-    t.label = std::move(label);
-    return prog.add(std::move(t));
+    return transfer(core, engine, 0, 0, false, cycles, std::move(deps), std::move(label));
   }
-  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share).
+  // A transfer: `setup` cycles, then `b` bytes at `rate` bytes/cycle (or the global share); b = 0 is
+  // plain work of `setup` cycles.
   int transfer(int core, const std::string& engine, double b, double rate, bool global, double setup,
                std::vector<int> deps, std::string label) {
     Task t;
