@@ -124,6 +124,32 @@ Status check_size(int64_t heads, int64_t chunks) {
 }
 
 
+// Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end; the
+// highest level of each buffer over the cores goes to `peaks`.
+std::vector<Counter> occupancy_counters(const Emitter& em, const Schedule& s, std::map<std::string, int64_t>* peaks) {
+  std::map<std::pair<int, int>, std::vector<std::pair<double, int64_t>>> deltas;
+  for (const Occupancy& o : em.occupancy) {
+    auto& v = deltas[{o.core, o.memory}];
+    v.emplace_back(s.start_ns[o.first_task], o.bytes);
+    v.emplace_back(s.end_ns[o.last_task], -o.bytes);
+  }
+  std::vector<Counter> counters;
+  for (auto& [key, v] : deltas) {
+    const std::string& mem = em.memories[key.second];
+    int64_t peak = 0;
+    counters.push_back(occupancy_counter(key.first, mem, std::move(v), &peak));
+    (*peaks)[mem] = std::max((*peaks)[mem], peak);
+  }
+  return counters;
+}
+
+// Energy: dynamic (MACs, vector cycles, global and on-chip bytes) plus static power over the latency.
+double energy_uj(const plan::Device& d, const SimRecord& r, double vector_cycles, const ChunkSink::Counts& c) {
+  const double dynamic_pj = r.matrix_macs * d.sim.pj_per_mac + vector_cycles * d.sim.pj_per_vector_cycle +
+                            r.gm_bytes * d.sim.pj_per_global_byte + (c.l1_to_l0 + c.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
+  return dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
+}
+
 // One phase's items on the model: gate[c] is what core c's items wait for (the launch or barrier).
 void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std::size_t begin, std::size_t end,
                  const std::vector<int>& gate, const Workload& w,
@@ -294,21 +320,8 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   machine.global_bytes_per_ns = d.sim.global_gbps;
   Schedule s;
   HANPU_RETURN_IF_ERROR(simulate(em.prog, machine, &s));
-  // Occupancy over time per (core, buffer): +bytes at the first task's start, -bytes at the last's end.
-  std::map<std::pair<int, int>, std::vector<std::pair<double, int64_t>>> deltas;
-  for (const Occupancy& o : em.occupancy) {
-    auto& v = deltas[{o.core, o.memory}];
-    v.emplace_back(s.start_ns[o.first_task], o.bytes);
-    v.emplace_back(s.end_ns[o.last_task], -o.bytes);
-  }
-  std::vector<Counter> counters;
   SimRecord r;
-  for (auto& [key, v] : deltas) {
-    const std::string& mem = em.memories[key.second];
-    int64_t peak = 0;
-    counters.push_back(occupancy_counter(key.first, mem, std::move(v), &peak));
-    r.sim_peak_bytes[mem] = std::max(r.sim_peak_bytes[mem], peak);
-  }
+  const std::vector<Counter> counters = occupancy_counters(em, s, &r.sim_peak_bytes);
   if (trace) *trace = chrome_trace(em.prog, s, d.name + " " + pl.strategy, counters);
   r.device = d.name;
   r.strategy = pl.strategy;
@@ -334,12 +347,7 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   }
   const std::string& vec = em.engines().vector;
   r.vector_util = r.engine_busy.count(vec) ? r.engine_busy[vec] : 0;
-  // Energy: dynamic (MACs, vector cycles, global and on-chip bytes) plus static power over the latency.
-  const double vector_cycles = (busy.count(vec) ? busy[vec] : 0) * d.clock_ghz;
-  const double dynamic_pj = r.matrix_macs * d.sim.pj_per_mac + vector_cycles * d.sim.pj_per_vector_cycle +
-                            r.gm_bytes * d.sim.pj_per_global_byte +
-                            (em.counts.l1_to_l0 + em.counts.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
-  r.energy_uj = dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
+  r.energy_uj = energy_uj(d, r, (busy.count(vec) ? busy[vec] : 0) * d.clock_ghz, em.counts);
   *out = std::move(r);
   return Status::Ok();
 }
