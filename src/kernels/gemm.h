@@ -1,5 +1,6 @@
-// Single-precision GEMM tile: C[M,N] = alpha * op(A)[M,Kd] * op(B)[Kd,N] + beta * C, row-major operands
-// with leading dimensions (in elements). op(X) is X or X^T. beta == 0 overwrites C without reading it,
+// The scalar single-precision GEMM, used by the chunk path (ops/chunk.cpp) and as the reference kernel
+// set's GEMM (kernels/kernel_set.h): C[M,N] = alpha * op(A)[M,Kd] * op(B)[Kd,N] + beta * C, row-major
+// operands with leading dimensions (in elements). op(X) is X or X^T. beta == 0 overwrites C without reading it,
 // so C may hold garbage (even NaN) on entry. fp32 accumulation.
 #pragma once
 

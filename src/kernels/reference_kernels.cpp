@@ -1,23 +1,20 @@
-// The reference kernel set: every entry of KernelSet as the plain loop of its definition, in fp32 with
-// fused multiply-adds in the natural order. Slow and obviously right; the other sets are tested against it.
+// The reference kernel set: every entry of KernelSet as the plain loop of its definition, in fp32, sums in
+// the natural order; the GEMM is the scalar tile of kernels/gemm.h (one scalar GEMM in the project). Slow
+// and obviously right; the other sets are tested against it.
 #include <cmath>
 
+#include "kernels/gemm.h"
 #include "kernels/kernel_set.h"
 
 namespace hanpu {
 
 namespace {
 
+// The scalar GEMM of kernels/gemm.h (the chunk path's), as the set's two forms.
 template <bool TransA>
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
           float* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      float c = acc ? C[i * ldc + j] : 0.0f;
-      for (int64_t p = 0; p < Kd; ++p) c = std::fma(TransA ? A[p * lda + i] : A[i * lda + p], B[p * ldb + j], c);
-      C[i * ldc + j] = c;
-    }
-  }
+  gemm_f32(TransA ? Trans::kT : Trans::kN, Trans::kN, M, N, Kd, 1.0f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
 }
 
 double sum_squares(int64_t n, const float* x) {

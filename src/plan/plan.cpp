@@ -128,7 +128,6 @@ Status make_execution_plan(Kind kind, const Device& d, const std::string& name, 
   HANPU_RETURN_IF_ERROR(map_work(so, req.shape, align, in, &p.mapping));
   p.has_mapping = true;
   p.strategy = name;
-  p.strategy_opt = so;
   *out = std::move(p);
   return Status::Ok();
 }
@@ -383,10 +382,8 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (!r.ok()) return r.status();
   if (j.contains("mapping")) {
     p.strategy = r.str("strategy");
-    const StrategyInfo* info = find_strategy(p.strategy);
-    if (r.ok() && !info) return unknown_strategy(p.strategy, true);
     if (!r.ok()) return r.status();
-    p.strategy_opt = info->opt;
+    if (!find_strategy(p.strategy)) return unknown_strategy(p.strategy, true);
     HANPU_RETURN_IF_ERROR(mapping_from_json(j["mapping"], &p.mapping));
     if (p.mapping.shape.C != p.opt.C || p.mapping.shape.V != p.opt.V) {
       return InvalidArgument("mapping.shape: chunk size and v must be the plan's");

@@ -39,7 +39,6 @@ struct Plan {
   double clock_ghz = 1;
   // The execution plan's mapping (empty for a chunk plan alone: make_plan).
   std::string strategy;
-  StrategyOptions strategy_opt;
   bool has_mapping = false;
   Mapping mapping;
 };
