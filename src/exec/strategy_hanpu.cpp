@@ -315,7 +315,7 @@ void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& 
     run_heads(p, prog, pool, plan, rows, out, counters, ws_bytes);
   }
   if (!stats) return;
-  stats->dataflow = fallback ? "hanpu (chunk-parallel fallback for an extreme tail)" : "hanpu";
+  if (fallback) stats->dataflow += " (chunk-parallel fallback for an extreme tail)";
   stats->peak_workspace_bytes = stored;
   for (int t = 0; t < threads; ++t) {
     stats->flops += counters[t].flops;

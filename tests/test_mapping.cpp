@@ -1,0 +1,138 @@
+// The planner's mapping: the tail split decided by cost, FlashQLA's segment rule, the coverage check that
+// makes a hand-edited mapping either executable or refused, and every registered strategy's execution plan
+// run by the CPU executor (from memory and from its JSON) against the fp64 reference on a varlen batch
+// with an empty sequence and a tail head.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "hanpu/engine.h"
+#include "plan/plan.h"
+#include "plan/strategy.h"
+#include "test_util.h"
+
+namespace hanpu {
+namespace {
+
+TEST(Mapping, TheTailSplitIsDecidedByCost) {
+  // One tail head on two workers: two slices of 60 in one wave beat a whole head of 100; slices as dear as
+  // the head gain nothing.
+  EXPECT_EQ(plan::choose_tail_split(1, 2, 100, {0, 0, 60}), 2);
+  EXPECT_EQ(plan::choose_tail_split(1, 2, 100, {0, 0, 100}), 1);
+  // Three tail heads on four workers: 2 slices each need two waves (2 x 60 > 100).
+  EXPECT_EQ(plan::choose_tail_split(3, 4, 100, {0, 0, 60}), 1);
+  // Candidates without a cost (no aligned split into that many slices) are skipped.
+  EXPECT_EQ(plan::choose_tail_split(1, 4, 100, {0, 0, 0, 0, 30}), 4);
+  EXPECT_EQ(plan::slice_width(128, 3, 16), 48);
+  EXPECT_EQ(plan::slice_width(128, 2, 32), 64);
+}
+
+TEST(Mapping, FlashQlaSegmentRule) {
+  // max(4, 2^round(log2(3 sqrt(units chunks / workers)))): 3 sqrt(16 * 64 / 2) = 67.9 -> 64.
+  EXPECT_EQ(plan::segment_length(16, 64, 2), 64);
+  EXPECT_EQ(plan::segment_length(1, 1, 10), 4);
+}
+
+plan::Shape shape(std::vector<int64_t> tokens, int64_t HV, int workers) {
+  plan::Shape s;
+  s.seq_tokens = std::move(tokens);
+  s.C = 64;
+  s.HV = HV;
+  s.V = 128;
+  s.workers = workers;
+  return s;
+}
+
+TEST(Mapping, EveryDataflowCoversEveryUnitOnceAndEditsAreChecked) {
+  for (const plan::StrategyInfo& s : plan::strategies()) {
+    plan::MapInputs in;
+    in.head_cost = 100;
+    in.slice_cost = {0, 0, 60};
+    plan::Mapping m;
+    ASSERT_TRUE(plan::map_work(s.opt, shape({300, 0, 70}, 3, 2), 32, in, &m).ok()) << s.name;
+    ASSERT_TRUE(plan::check_mapping(m).ok()) << s.name;
+    // Dropping an item leaves something uncovered; duplicating one covers it twice.
+    plan::Mapping dropped = m, doubled = m;
+    dropped.items.erase(dropped.items.begin());
+    doubled.items.insert(doubled.items.begin(), doubled.items.front());
+    EXPECT_FALSE(plan::check_mapping(dropped).ok()) << s.name;
+    EXPECT_FALSE(plan::check_mapping(doubled).ok()) << s.name;
+  }
+  // hanpu on 3 heads x 3 sequences = 9 units over 2 workers: one tail unit split in two slices of 64.
+  plan::MapInputs in;
+  in.head_cost = 100;
+  in.slice_cost = {0, 0, 60};
+  plan::Mapping m;
+  ASSERT_TRUE(plan::map_work(plan::find_strategy("hanpu")->opt, shape({300, 0, 70}, 3, 2), 32, in, &m).ok());
+  EXPECT_EQ(m.tail_split, 2);
+  ASSERT_EQ(m.items.size(), 10u);
+  EXPECT_EQ(m.items[8].col0, 0);
+  EXPECT_EQ(m.items[9].col0, 64);
+  EXPECT_NE(m.items[8].worker, m.items[9].worker);
+  // A chain cut in two is refused (the state would restart from nothing), as is a misaligned slice.
+  plan::Mapping cut = m;
+  cut.items[0].chunks = 2;
+  EXPECT_NE(plan::check_mapping(cut).message().find("carry the state through all"), std::string::npos);
+  plan::Mapping misaligned = m;
+  misaligned.items[9].col0 = 48;
+  misaligned.items[9].cols = 80;
+  misaligned.items[8].cols = 48;
+  EXPECT_NE(plan::check_mapping(misaligned).message().find("at a multiple of 32"), std::string::npos);
+}
+
+// B = 1 varlen: sequences of 300, 0 and 70 tokens, 3 value heads (9 units on 2 workers: a tail unit).
+TensorFile varlen_problem(Kind kind) {
+  TensorFile f = testing::small_problem(kind, DType::kF32, 1, 370, 3, 3, 32, 32, 21);
+  Tensor cu(DType::kI64, {4});
+  const int64_t offs[] = {0, 300, 300, 370};
+  std::memcpy(cu.bytes.data(), offs, sizeof offs);
+  f.tensors["cu_seqlens"] = cu;
+  return f;
+}
+
+TEST(Mapping, EveryStrategysPlanRunsOnTheCpuExecutorWithinTheBars) {
+  plan::Device host;
+  ASSERT_TRUE(plan::load_device("host", &host).ok());
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    const TensorFile f = varlen_problem(kind);
+    Inputs in;
+    ASSERT_TRUE(bind_inputs(f, &in).ok());
+    Options opt;
+    opt.kind = kind;
+    testing::Result ref;
+    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    std::vector<plan::StrategyInfo> all = plan::strategies();
+    for (const plan::StrategyInfo& s : plan::ablation_ladder()) all.push_back(s);
+    for (const plan::StrategyInfo& s : all) {
+      plan::PlanOptions po;
+      po.K = po.V = 32;
+      plan::MapRequest req;
+      req.shape.seq_tokens = {300, 0, 70};
+      req.shape.HV = 3;
+      req.shape.V = 32;
+      req.shape.workers = 2;
+      auto pl = std::make_shared<plan::Plan>();
+      ASSERT_TRUE(plan::make_execution_plan(kind, host, s.name, po, req, pl.get()).ok()) << s.name;
+      auto loaded = std::make_shared<plan::Plan>();
+      ASSERT_TRUE(plan::plan_from_json(plan::plan_to_json(*pl).dump(), loaded.get()).ok()) << s.name;
+      Tensor o[2], st[2];
+      for (int which = 0; which < 2; ++which) {
+        o[which] = Tensor(DType::kF32, {1, 370, 3, 32});
+        st[which] = Tensor(DType::kF32, {3, 3, 32, 32});
+        EngineConfig cfg;
+        cfg.plan = which ? loaded : pl;
+        RunStats stats;
+        const Status run = engine_forward(in, opt, cfg, Outputs{o[which].view(), st[which].view()}, &stats);
+        ASSERT_TRUE(run.ok()) << s.name << ": " << run.ToString();
+        EXPECT_EQ(stats.dataflow.rfind(s.name, 0), 0u) << stats.dataflow;
+      }
+      EXPECT_LE(testing::nmse_of(o[0], ref.o), 1e-10) << kind_name(kind) << " " << s.name;
+      EXPECT_LE(testing::nmse_of(st[0], ref.state), 1e-10) << kind_name(kind) << " " << s.name;
+      EXPECT_EQ(o[0].bytes, o[1].bytes) << s.name;  // the file runs exactly as the plan it was written from
+      EXPECT_EQ(st[0].bytes, st[1].bytes) << s.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hanpu
