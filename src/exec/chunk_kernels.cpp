@@ -151,6 +151,17 @@ void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
+void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
+                  const float* Vn, float* dst, Counters& cnt) {
+  const int64_t K = in.K;
+  simd::scale_rows(K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);  // e^{G_last} o S
+  if (packed) {
+    gemm(K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
+  } else {
+    gemm_tn(K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
+  }
+}
+
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt) {
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {

@@ -73,6 +73,12 @@ void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, cons
                      float* A, float* P, int64_t ld, float* scratch, Counters& cnt);
 inline int64_t kda_scores_scratch(int64_t L, int64_t K) { return 2 * L * K + 3 * kIntraBlock * K; }
 
+// The state update of a chunk, #5: dst = diag(e^{G_last}) S + (K o e^{G_last - G})^T V' on [K, cols]
+// (dst may be S). The decayed keys are either Kd [L, K] row-major, read transposed in place, or, with
+// `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols].
+void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
+                  const float* Vn, float* dst, Counters& cnt);
+
 // gemm_nn / gemm_tn calls that count their executed flops.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt);

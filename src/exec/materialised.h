@@ -154,9 +154,8 @@ class Materialised {
     const float* uc = U_.data() + task * C_ * V_;
     for (int64_t k = 0; k < L * width; ++k) v[k] = (with_u ? uc[k] : 0.0f) - v[k];
     const ChunkInputs& in = input(task, ws, ch);
-    simd::scale_rows(L, K_, in.k.data(), K_, in.eg_last.data(), w_, nullptr, ws.KQ.data(), K_);
-    simd::scale_rows(K_, width, X, width, in.g_last.data(), w_ == 1 ? 0 : 1, nullptr, X, width);
-    gemm_tn(K_, width, L, ws.KQ.data(), K_, v, width, true, X, width, c);
+    simd::scale_rows(L, K_, in.k.data(), K_, in.eg_last.data(), w_, nullptr, ws.KQ.data(), K_);  // Kd
+    update_state(in, L, width, X, ws.KQ.data(), false, v, X, c);
     c.traffic_bytes += L * (K_ + V_) * 4 + chunk_input_bytes(p_, L, 0);
   }
   // #5 for one (sequence, value head): every h[c] and V' to memory.

@@ -151,13 +151,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!prog.packed_update) simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
         break;
       case plan::OpCode::kKtV:
-        simd::scale_rows(K, Vc, S, Vc, in.g_last.data(), w == 1 ? 0 : 1, nullptr, dst, Vc);  // e^{G_last} o S
-        if (prog.packed_update) {  // (K o e^{G_last - G})^T packed into a [K, L] panel
-          pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
-          gemm(K, Vc, L, ws.kt.data(), L, ws.Vn.data(), Vc, true, dst, Vc, cnt);
-        } else {  // Kd read transposed in place
-          gemm_tn(K, Vc, L, ws.Kd.data(), K, ws.Vn.data(), Vc, true, dst, Vc, cnt);
-        }
+        // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place
+        if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
+        update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
+                     dst, cnt);
         break;
       default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }
