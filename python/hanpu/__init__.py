@@ -23,10 +23,15 @@ __version__: str = _hanpu.__version__
 
 
 def cpu_features() -> dict:
-    """What the engine runs with on this machine: the SIMD target its kernels were dispatched to
-    (Highway's name, e.g. "AVX3" for AVX-512), the threads a call uses now, and the engine's dataflow
-    strategies."""
-    return {"simd_target": _hanpu.simd_target(), "threads": get_num_threads(), "strategies": _hanpu.strategies()}
+    """What the engine runs with on this machine: the kernel set in use (Highway's target name, e.g.
+    "AVX3" for AVX-512; HANPU_KERNELS=NAME picks another), every kernel set this build and CPU offer, best
+    first, the threads a call uses now, and the engine's dataflow strategies."""
+    return {
+        "simd_target": _hanpu.simd_target(),
+        "kernel_sets": _hanpu.kernel_sets(),
+        "threads": get_num_threads(),
+        "strategies": _hanpu.strategies(),
+    }
 
 
 __all__ = [

@@ -24,7 +24,8 @@ def call(fn, inp, **kw):
 def test_package_metadata():
     assert hanpu.__version__ == "0.1.0"
     feats = hanpu.cpu_features()
-    assert feats["simd_target"]
+    assert feats["simd_target"] in feats["kernel_sets"]
+    assert feats["kernel_sets"][-1] == "reference"
     assert feats["threads"] >= 1
     assert "hanpu" in feats["strategies"] and "fla" in feats["strategies"]
 

@@ -15,6 +15,7 @@
 #include "exec/thread_pool.h"
 #include "hanpu/engine.h"
 #include "hanpu/version.h"
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 
 namespace py = pybind11;
@@ -181,6 +182,11 @@ PYBIND11_MODULE(_hanpu, m) {
         py::arg("threads"));
   m.def("reference", &hanpu::reference, py::arg("kind"), py::arg("tensors"), py::arg("options"));
   m.def("simd_target", [] { return std::string(hanpu::simd::target_name()); });
+  m.def("kernel_sets", [] {
+    std::vector<std::string> names;
+    for (const hanpu::KernelSet& k : hanpu::kernel_sets()) names.push_back(k.name);
+    return names;
+  });
   m.def("resolve_threads", &hanpu::ThreadPool::resolve, py::arg("threads"));
   m.def("strategies", [] {
     std::vector<std::string> names;
