@@ -193,10 +193,9 @@ TEST(Engine, KdaSimdScoresMatchTheScalarBuildingBlock) {
       gate_cumsum(L, K, g.data(), G.data());
       const int64_t ld = L + 1;
       std::vector<float> A0(L * ld), P0(L * ld), A1(L * ld, 7.0f), P1(L * ld, 7.0f);
-      std::vector<float> s0((L + 2 * kIntraBlock) * K), s1(kda_scores_scratch(L, K));
+      std::vector<float> s0((L + 2 * kIntraBlock) * K), s1(kda_intra_scores_simd_scratch(L, K));
       kda_intra_scores(L, K, q.data(), k.data(), G.data(), beta.data(), A0.data(), P0.data(), ld, s0.data());
-      Counters cnt;
-      kda_scores_simd(L, K, q.data(), k.data(), G.data(), beta.data(), A1.data(), P1.data(), ld, s1.data(), cnt);
+      kda_intra_scores_simd(L, K, q.data(), k.data(), G.data(), beta.data(), A1.data(), P1.data(), ld, s1.data());
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t j = 0; j < L; ++j) {
           ASSERT_TRUE(std::isfinite(A1[i * ld + j]) && std::isfinite(P1[i * ld + j]));

@@ -129,15 +129,6 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
               static_cast<int64_t>(dtype_size(in.beta.dtype)));
 }
 
-void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
-                     float* dst, int64_t ldd) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const float f = scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1.0f;
-      dst[c * ldd + r] = src[r * lds + c] * f;
-    }
-  }
-}
 
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt) {
@@ -170,65 +161,12 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   }
 }
 
-void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
-                     float* A, float* P, int64_t ld, float* scratch, Counters& cnt) {
-  const int64_t B = kIntraBlock;
-  float* kl = scratch;        // [L, K]  k_j o exp(G_n - G_j), j < n; then its transpose
-  float* klt = kl + L * K;    // [K, L]
-  float* e = klt + K * L;     // [B, K]  exponent factors of the current rows
-  float* kr = e + B * K;      // [B, K]
-  float* qr = kr + B * K;     // [B, K]
-  auto exp_diff = [&](int64_t rows, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t d = 0; d < K; ++d) out[r * K + d] = static_cast<float>(Ga[r * sa + d] - Gb[r * sb + d]);
-    }
-    simd::exp_f32(rows * K, out, out);
-  };
-  for (int64_t r0 = 0; r0 < L; r0 += B) {
-    const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;
-    const double* gn = G + r0 * K;
-    if (r0 > 0) {
-      exp_diff(r0, gn, 0, G, K, kl);  // exp(G_n - G_j)
-      simd::scale_rows(r0, K, Kc, K, kl, K, nullptr, kl, K);
-      pack_transposed(r0, K, kl, K, nullptr, 1, klt, r0);
-      exp_diff(m, G + r0 * K, K, gn, 0, e);  // exp(G_i - G_n)
-      simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
-      simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
-      gemm(m, r0, K, kr, K, klt, r0, false, A + r0 * ld, ld, cnt);
-      gemm(m, r0, K, qr, K, klt, r0, false, P + r0 * ld, ld, cnt);
-      for (int64_t i = r0; i < r1; ++i) {
-        for (int64_t j = 0; j < r0; ++j) A[i * ld + j] *= beta[i];
-      }
-    }
-    // Pairs inside the block: row i against rows j in [r0, i], with D[j - r0] = exp(G_i - G_j) kept from
-    // row to row as D <- D o exp(G_i - G_{i-1}) (one exp per channel and row instead of one per pair;
-    // every factor is <= 1 for non-positive gates, so the products only shrink: a -1000 gate zeroes them).
-    float* D = kr;  // the off-diagonal tiles are done with kr and qr
-    for (int64_t i = r0; i < r1; ++i) {
-      const int64_t nj = i - r0 + 1;
-      if (i > r0) {
-        exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
-        for (int64_t j = 0; j + 1 < nj; ++j) simd::scale_rows(1, K, D + j * K, K, qr, K, nullptr, D + j * K, K);
-      }
-      std::fill(D + (nj - 1) * K, D + nj * K, 1.0f);
-      simd::scale_rows(nj, K, Kc + r0 * K, K, D, K, nullptr, e, K);  // k_j o exp(G_i - G_j)
-      float* sa = A + i * ld + r0;
-      float* sp = P + i * ld + r0;
-      simd::row_dots2(nj, K, e, K, Kc + i * K, Q + i * K, sa, sp);
-      for (int64_t j = 0; j < nj; ++j) sa[j] *= beta[i];
-      sa[nj - 1] = 0.0f;  // the diagonal of A is 0
-      std::fill(A + i * ld + i, A + i * ld + L, 0.0f);
-      std::fill(P + i * ld + i + 1, P + i * ld + L, 0.0f);
-      cnt.flops += 4.0 * nj * K;
-    }
-  }
-}
 
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
                   float* P, float* scratch, Counters& cnt) {
   const int64_t K = p.K, C = in.C;
   if (p.kind == Kind::kKda) {
-    kda_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch, cnt);
+    cnt.flops += kda_intra_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
     return;
   }
   pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);

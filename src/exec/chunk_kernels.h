@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/decay.h"
+#include "kernels/pack.h"
 #include "ops/problem.h"
 #include "ops/rows.h"
 
@@ -50,11 +51,6 @@ bool channel_major(const TensorView& x);
 // Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
 int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
 
-// dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1) for r < rows, c < cols:
-// packs a transposed, optionally row- or element-scaled operand for the row-major GEMM.
-void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
-                     float* dst, int64_t ldd);
-
 // Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only
 // reads the columns of M (rows of X) it can touch. C may be accumulated into.
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
@@ -65,13 +61,6 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
 // matrices asked for; KDA uses the exact reference-row split of kernels/decay.h, which forms both.
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
                   float* P, float* scratch, Counters& cnt);
-
-// KDA's A and P (the definitions of kda_intra_scores in kernels/decay.h, same sub-block split) with the
-// exponentials on the SIMD exp and the off-diagonal blocks on the SIMD GEMM. scratch holds
-// kda_scores_scratch(L, K) floats.
-void kda_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
-                     float* A, float* P, int64_t ld, float* scratch, Counters& cnt);
-inline int64_t kda_scores_scratch(int64_t L, int64_t K) { return 2 * L * K + 3 * kIntraBlock * K; }
 
 // The state update of a chunk, #5: dst = diag(e^{G_last}) S + (K o e^{G_last - G})^T V' on [K, cols]
 // (dst may be S). The decayed keys are either Kd [L, K] row-major, read transposed in place, or, with

@@ -22,7 +22,7 @@ struct Scratch {
   std::vector<float> kt, A, P, T, KQ, X, S, scratch;
   Scratch(int64_t C, int64_t K, int64_t V, int64_t w)
       : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KQ(C * K), X(C * std::max(K, V)), S(K * V),
-        scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+        scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
   int64_t bytes() const {
     return in.bytes() + static_cast<int64_t>((kt.size() + A.size() + P.size() + T.size() + KQ.size() + X.size() +
                                               S.size() + scratch.size()) * sizeof(float));

@@ -52,7 +52,7 @@ struct HeadWorkspace {
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
-        Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_scores_scratch(C, K), kTrilBlock * C)) {}
+        Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
 
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
   void fit(const ChunkProgram& prog, int64_t vmax) {

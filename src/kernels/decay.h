@@ -28,4 +28,11 @@ inline constexpr int64_t kIntraBlock = 16;
 void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
                       float* A, float* P, int64_t ld, float* scratch);
 
+// The same A and P (same sub-block split) with the exponentials on the SIMD exp, the off-diagonal blocks
+// on the SIMD GEMM and the in-block pairs as row dots, through the active kernel set (kernels/simd.h).
+// Returns the flops executed. scratch holds kda_intra_scores_simd_scratch(L, K) floats.
+double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
+                             float* A, float* P, int64_t ld, float* scratch);
+inline int64_t kda_intra_scores_simd_scratch(int64_t L, int64_t K) { return 2 * L * K + 3 * kIntraBlock * K; }
+
 }  // namespace hanpu
