@@ -308,6 +308,8 @@ TEST(PlanDevice, BasePlusOverride) {
             "x.json: base: unknown device 'nope'");
   EXPECT_EQ(parse_device(R"({"schema": "hanpu-device/1", "base": "ascend-310p3"})", "x.json", &d).message(),
             "x.json: base 'ascend-310p3' has a base itself");
+  EXPECT_EQ(parse_device(R"({"base": "../devices/ascend-310p"})", "x.json", &d).message(),
+            "x.json: base: unknown device '../devices/ascend-310p'");
   EXPECT_EQ(parse_device(R"({"base": "ascend-310p", "cores": {"value": 0, "source": "s"}})", "x.json", &d).message(),
             "x.json: cores.value: expected a positive number");
 }
@@ -409,7 +411,13 @@ TEST(PlanJson, MalformedPlansNameTheField) {
   EXPECT_NE(error_of([](nlohmann::json& j) { j["schema"] = "hanpu-plan/1"; }).find("no mapping"), std::string::npos);
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["mapping"]["items"][0][1] = 99; }),
             "mapping.items[0]: worker 99 (the plan has 10)");
-  EXPECT_NE(error_of([](nlohmann::json& j) { j["mapping"]["items"].erase(3); }).find("not covered"), std::string::npos);
+  // A plan names its device file; only a regular file is read (a device or a pipe would never end).
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["device_file"] = "/dev/zero"; }),
+            "device: device file /dev/zero cannot be read");
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["mapping"]["items"].erase(3); }),
+            "mapping.items: 15 items cannot cover 16 units");
+  EXPECT_NE(error_of([](nlohmann::json& j) { j["mapping"]["items"][3][4] = 1; }).find("mapping.items[3]"),
+            std::string::npos);  // a head item that does not start at the first chunk
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["strategy"] = "flq"; }),
             "unknown strategy 'flq' (known: native, fla, fla-megakernel, flashqla, hanpu, +fusion, +tail-split, "
             "+chunk-first, +gemm-first, +layout-plan)");

@@ -51,6 +51,9 @@ namespace {
 int64_t as_int(double x) { return static_cast<int64_t>(x); }
 
 Status read_text(const std::string& path, std::string* text) {
+  // Only regular files: a path from a plan file could name a device or a pipe that never ends.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return NotFound("device file " + path + " cannot be read");
   std::ifstream f(path);
   if (!f) return NotFound("device file " + path + " cannot be read");
   std::stringstream ss;
@@ -77,6 +80,9 @@ Status resolve_base(json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("base")) return Status::Ok();
   if (!j["base"].is_string()) return InvalidArgument(origin + ": base: expected the name of a shipped device");
   const std::string name = j["base"].get<std::string>();
+  if (name.empty() || name.find_first_of("/\\") != std::string::npos) {
+    return InvalidArgument(origin + ": base: unknown device '" + name + "'");
+  }
   std::string text;
   const Status st = shipped_text(name, &text);
   if (!st.ok()) return InvalidArgument(origin + ": base: unknown device '" + name + "'");

@@ -133,6 +133,15 @@ Status check_mapping(const Mapping& m) {
     if (t < 0) return InvalidArgument("mapping.shape.seq_tokens: negative length");
   }
   if (m.phases.empty()) return InvalidArgument("mapping.phases: expected at least one phase");
+  // Every unit has an item in every phase but the warm-ups: more units than items cannot be covered (and
+  // would only cost memory to find out).
+  bool only_warmups = true;
+  for (const Phase& p : m.phases) only_warmups &= p.work == Work::kWarmup;
+  if (m.phases.size() > 64) return InvalidArgument("mapping.phases: more than 64 phases");
+  if (!only_warmups && sh.units() > static_cast<int64_t>(m.items.size())) {
+    return InvalidArgument("mapping.items: " + std::to_string(m.items.size()) + " items cannot cover " +
+                           std::to_string(sh.units()) + " units");
+  }
   if (m.phases[0].sync != Sync::kLaunch) return InvalidArgument("mapping.phases[0].sync: the first phase is a launch");
   if (m.column_align < 1) return InvalidArgument("mapping.column_align: expected >= 1");
   bool segments = false;
