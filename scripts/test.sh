@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the C++ suite (ctest), then the Python package's (pytest, through
-# scripts/test-python.sh). Usage: scripts/test.sh [--sanitize]: the C++ suite alone under ASan+UBSan.
+# scripts/test-python.sh). Usage: scripts/test.sh [--sanitize | --tsan]: the C++ suite alone under
+# ASan+UBSan, or the tests that run threads (engine, pool, decode, concurrent callers, fusion host
+# executor, plans) under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh "$@"
-dir=build
-[ "${1:-}" = "--sanitize" ] && dir=build-asan
-ctest --test-dir "$dir" --output-on-failure -j 2
-[ "${1:-}" = "--sanitize" ] || scripts/test-python.sh
+case "${1:-}" in
+  --sanitize) ctest --test-dir build-asan --output-on-failure -j 2 ;;
+  --tsan)
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|PlanExec|Mapping|FpMode)\.' ;;
+  *)
+    ctest --test-dir build --output-on-failure -j 2
+    scripts/test-python.sh ;;
+esac
