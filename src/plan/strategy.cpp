@@ -188,9 +188,10 @@ void map_flashqla(const MapInputs& in, Mapping& m) {
   segments(Work::kSegment, (1u << 1) | (1u << 2), false);
 }
 
-// hanpu: whole units round robin over the workers; with a tail split, the tail units' column slices
-// continue the deal. An extreme tail (at most half the workers busy, some unit with several chunks) is
-// prepared chunk-parallel over every worker when allowed, then run per unit.
+// hanpu: whole units in contiguous blocks, one block per worker (neighbouring value heads share their input
+// rows' pages and cache lines); with a tail split, the tail units' column slices dealt round robin from
+// worker 0. An extreme tail (at most half the workers busy, some unit with several chunks) is prepared
+// chunk-parallel over every worker when allowed, then run per unit.
 void map_head_level(const StrategyOptions& so, const MapInputs& in, Mapping& m) {
   const Shape& sh = m.shape;
   const int64_t units = sh.units();
@@ -221,21 +222,16 @@ void map_head_level(const StrategyOptions& so, const MapInputs& in, Mapping& m) 
       for (int64_t c = 0; c < h.chunks; ++c) prep.add(h.seq, h.hv, c, 1, h.col0, h.cols);
     }
   }
-  // Whole units in contiguous blocks, one per worker (neighbouring value heads share their input rows'
-  // pages and cache lines); tail slices dealt round robin from worker 0.
   const int phase = add_phase(m, fallback ? Work::kStatePart : Work::kHead, Sync::kLaunch, ~0u);
   const int W = sh.workers;
+  std::vector<int> owner(static_cast<std::size_t>(whole));  // worker t holds units [whole t / W, whole (t + 1) / W)
+  for (int t = 0; t < W; ++t) {
+    for (int64_t u = whole * t / W; u < whole * (t + 1) / W; ++u) owner[u] = t;
+  }
   int64_t slice = 0;
   for (const WorkItem& h : heads) {
     const int64_t u = h.seq * sh.HV + h.hv;
-    int worker;
-    if (u < whole) {
-      worker = static_cast<int>((u * W + W - 1) / whole);  // the block [whole t / W, whole (t + 1) / W) holding u
-      while (worker > 0 && whole * worker / W > u) --worker;
-      while (worker + 1 < W && whole * (worker + 1) / W <= u) ++worker;
-    } else {
-      worker = static_cast<int>(slice++ % W);
-    }
+    const int worker = u < whole ? owner[u] : static_cast<int>(slice++ % W);
     m.items.push_back({phase, worker, h.seq, h.hv, h.chunk0, h.chunks, h.col0, h.cols});
   }
 }
