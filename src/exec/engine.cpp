@@ -1,5 +1,8 @@
 #include "hanpu/engine.h"
 
+#include <list>
+#include <mutex>
+
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 #include "plan/plan.h"
@@ -56,6 +59,40 @@ Status plan_call(const Problem& p, const EngineConfig& cfg, int threads, plan::P
   req.segment_chunks = cfg.segment_chunks;
   req.chunk_parallel_fallback = cfg.chunk_parallel_fallback;
   return plan::make_execution_plan(p.kind, *host, info.name, so, po, req, out);
+}
+
+// The plans of recent calls without a plan, most recent first: repeated calls of one shape (a model's
+// layers, a benchmark's repetitions) plan once.
+Status cached_plan(const Problem& p, const EngineConfig& cfg, int threads, std::shared_ptr<const plan::Plan>* out) {
+  static std::mutex mu;
+  static std::list<std::pair<std::string, std::shared_ptr<const plan::Plan>>> recent;
+  constexpr std::size_t kKept = 16;
+  std::string key = std::string(kind_name(p.kind)) + ' ' + strategy_name(cfg.strategy);
+  for (int64_t x : {int64_t{p.opt.chunk_size}, p.K, p.V, p.HV, int64_t{threads}, cfg.segment_chunks}) {
+    key += ' ' + std::to_string(x);
+  }
+  for (bool b : {cfg.tail_split, cfg.chunk_first, cfg.gemm_first, cfg.layout_plan, cfg.packed_operands,
+                 cfg.chunk_parallel_fallback}) {
+    key += b ? '1' : '0';
+  }
+  for (const Sequence& q : p.seqs) key += ' ' + std::to_string(q.len);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = recent.begin(); it != recent.end(); ++it) {
+      if (it->first == key) {
+        recent.splice(recent.begin(), recent, it);
+        *out = it->second;
+        return Status::Ok();
+      }
+    }
+  }
+  auto pl = std::make_shared<plan::Plan>();
+  HANPU_RETURN_IF_ERROR(plan_call(p, cfg, threads, pl.get()));
+  std::lock_guard<std::mutex> lock(mu);
+  recent.emplace_front(std::move(key), pl);
+  if (recent.size() > kKept) recent.pop_back();
+  *out = std::move(pl);
+  return Status::Ok();
 }
 
 // The phase sequences the executor implements (each strategy's dataflow, plan/strategy.cpp).
@@ -149,14 +186,13 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   Problem p;
   HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kChunk, &p));
   HANPU_RETURN_IF_ERROR(validate_outputs(p, out, Mode::kChunk));
-  plan::Plan local;
-  const plan::Plan* pl = cfg.plan.get();
-  if (pl) {
-    HANPU_RETURN_IF_ERROR(check_plan_fits(*pl, p, cfg));
+  std::shared_ptr<const plan::Plan> planned = cfg.plan;
+  if (planned) {
+    HANPU_RETURN_IF_ERROR(check_plan_fits(*planned, p, cfg));
   } else {
-    HANPU_RETURN_IF_ERROR(plan_call(p, cfg, ThreadPool::resolve(cfg.threads), &local));
-    pl = &local;
+    HANPU_RETURN_IF_ERROR(cached_plan(p, cfg, ThreadPool::resolve(cfg.threads), &planned));
   }
+  const plan::Plan* pl = planned.get();
   Executor ex;
   HANPU_RETURN_IF_ERROR(executor_of(pl->mapping, &ex));
   ChunkProgram prog;
