@@ -303,3 +303,44 @@ TEST(Engine, ChannelStridedInputsGiveTheContiguousResult) {
 
 }  // namespace
 }  // namespace hanpu
+
+namespace hanpu {
+namespace {
+
+// FlashQLA's warm-up bound holds only while the delta rule cannot expand the state (beta |k|^2 <= 2). One
+// unit key repeated for every token with beta = 2.5 expands along it by 1.5 per token while the gates
+// (-0.5) promise e^-32 per chunk: the bound would drop terms of relative size ~2e-3. The engine checks
+// every token and makes such segments exact; below the threshold (beta = 1.9) the warm-ups run as usual.
+TEST(Engine, FlashQlaIsExactWhenTheDeltaRuleCanExpand) {
+  for (float b : {1.9f, 2.5f}) {
+    TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 1024, 1, 2, 32, 32, 5);
+    float* k = reinterpret_cast<float*>(f.tensors["k"].bytes.data());
+    double n = 0;
+    for (int d = 0; d < 32; ++d) n += static_cast<double>(k[d]) * k[d];
+    for (int64_t r = 0; r < 1024; ++r) {
+      for (int d = 0; d < 32; ++d) k[r * 32 + d] = static_cast<float>(k[d] / std::sqrt(n));
+    }
+    for (const char* name : {"beta", "g"}) {
+      Tensor& t = f.tensors[name];
+      float* x = reinterpret_cast<float*>(t.bytes.data());
+      for (int64_t i = 0; i < t.numel(); ++i) x[i] = name[0] == 'b' ? b : -0.5f;
+    }
+    Inputs in;
+    ASSERT_TRUE(bind_inputs(f, &in).ok());
+    Options opt;
+    opt.kind = Kind::kGdn;
+    testing::Result ref;
+    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    Tensor o(DType::kF32, {1, 1024, 2, 32}), s(DType::kF32, {1, 2, 32, 32});
+    EngineConfig cfg;
+    cfg.strategy = Strategy::kFlashQla;
+    cfg.threads = 2;
+    cfg.segment_chunks = 2;
+    ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o.view(), s.view()}).ok());
+    EXPECT_LE(testing::nmse_of(o, ref.o), 1e-10) << "beta " << b;
+    EXPECT_LE(testing::nmse_of(s, ref.state), 1e-10) << "beta " << b;
+  }
+}
+
+}  // namespace
+}  // namespace hanpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -20,12 +21,13 @@ struct Scratch {
   ChunkInputs in;
   int64_t loaded = -1;  // the task whose rows `in` holds
   std::vector<float> kt, A, P, T, KQ, X, S, scratch;
+  std::vector<float> state_in, vn;  // flashqla's segments: a chunk's incoming state and its V' (sized on use)
   Scratch(int64_t C, int64_t K, int64_t V, int64_t w)
       : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KQ(C * K), X(C * std::max(K, V)), S(K * V),
         scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
   int64_t bytes() const {
     return in.bytes() + static_cast<int64_t>((kt.size() + A.size() + P.size() + T.size() + KQ.size() + X.size() +
-                                              S.size() + scratch.size()) * sizeof(float));
+                                              S.size() + scratch.size() + state_in.size() + vn.size()) * sizeof(float));
   }
 };
 
@@ -91,7 +93,8 @@ class Materialised {
   // The task of chunk c of sequence n for value head hv (tasks are (global chunk, value head)).
   int64_t task(int64_t n, int64_t c, int64_t hv) const { return (first_chunk_[n] + c) * HV_ + hv; }
   const std::vector<ChunkRef>& chunks() const { return chunks_; }
-  // A bound on the log of the chunk's state-map norm, sum over tokens of max_d g[d], recorded by fused_wu.
+  // A bound on the log of the chunk's state-map norm, sum over tokens of max_d g[d], recorded by fused_wu;
+  // +inf where a token's delta rule may expand the state (beta |k|^2 > 2 or beta < 0).
   double chunk_log_decay(int64_t task) const { return log_decay_[task]; }
   int64_t units() const { return p_.N * HV_; }
   int64_t bytes() const {
@@ -132,12 +135,16 @@ class Materialised {
     c.flops += 2.0 * tril_unit_inverse_simd(ch.L, ws.A.data(), C_, ws.T.data(), C_, ws.scratch.data());
     wu(ws.in, ws.T.data(), task, ws, c);
     // Bound on the chunk's state-map norm: each token's step scales S by diag(e^{g_t}) and then applies
-    // the non-expanding delta rule, which mixes channels, so the bound is sum_t max_d g_t[d] (per
-    // token; the per-channel chunk sums would miss a decay that moves from channel to channel).
+    // the delta rule (I - beta_t k_t k_t^T), which mixes channels, so the bound is sum_t max_d g_t[d] (per
+    // token; the per-channel chunk sums would miss a decay that moves from channel to channel) -- as long
+    // as the delta rule does not expand, |1 - beta_t |k_t|^2| <= 1, i.e. beta_t |k_t|^2 <= 2 (beta >= 0).
+    // Where it can expand the bound is void: recorded as +inf, which makes the segment exact (flashqla).
     double bound = 0;
     for (int64_t i = 0; i < ch.L; ++i) {
       const float* g = ws.in.graw.data() + i * w_;
       bound += *std::max_element(g, g + w_);
+      const double gain = ws.in.beta[i] * simd::sum_squares(K_, ws.in.k.data() + i * K_);
+      if (!(gain <= 2.0 && ws.in.beta[i] >= 0)) bound = std::numeric_limits<double>::infinity();
     }
     log_decay_[task] = bound;
   }

@@ -10,8 +10,11 @@
 //   3. over (sequence, value head), serially over segments: h0[i+1] = ht[i] + (fallback ? M[i] h0[i] : 0)
 //   4. over (value head, segment): from h0, the fused recurrence and output of every chunk.
 // FlashQLA uses e^-10, which drops state contributions of relative size ~4.5e-5 (NMSE ~2e-9, above the
-// 1e-10 fp32 bar of DESIGN.md §1); hanpu's default is e^-25 (~1.4e-11). Like FlashQLA, the bound assumes
-// the delta-rule step is non-expanding (beta |k|^2 <= 2, e.g. l2-normalised keys).
+// 1e-10 fp32 bar of DESIGN.md §1); hanpu's default is e^-25 (~1.4e-11). The bound holds while the
+// delta-rule step is non-expanding (0 <= beta |k|^2 <= 2, e.g. l2-normalised keys); a segment with a token
+// where it is not (checked per call, per token) takes the exact transition-matrix path.
+#include <cmath>
+
 #include "exec/materialised.h"
 #include "exec/phase_runner.h"
 
@@ -48,6 +51,13 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
   Workers w(pool, p);
   // 2. Warm-up end states (every segment but the last of its sequence: the plan maps no warm-up there,
   //    the last segment's end is the final state), and transition matrices.
+  // Whether some chunk of the segment has a token whose delta rule may expand the state.
+  auto expanding = [&](const Segment& sg, int64_t hv) {
+    for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) {
+      if (std::isinf(m.chunk_log_decay(c0 * HV + hv))) return true;
+    }
+    return false;
+  };
   auto warmup = [&](int64_t i, Scratch& s, Counters& c) {
     const Segment& sg = segs[i / HV];
     const int64_t hv = i % HV;
@@ -57,8 +67,11 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
       decay += m.chunk_log_decay((sg.first + sg.count - 1 - wc) * HV + hv);
       ++wc;
     }
-    const bool fb = decay >= cfg.flashqla_log_threshold;  // never decayed enough over the whole segment
+    // Never decayed enough over the whole segment, or a token's delta rule may expand the state somewhere
+    // in it (the bound is void): the segment is made exact, its warm-up the whole segment.
+    const bool fb = !(decay < cfg.flashqla_log_threshold) || expanding(sg, hv);
     fallback[i] = fb;
+    if (fb) wc = sg.count;
     float* h = ht.data() + i * K * V;
     std::fill(h, h + K * V, 0.0f);
     for (int64_t c0 = sg.first + sg.count - wc; c0 < sg.first + sg.count; ++c0) m.advance(c0 * HV + hv, s, h, V, true, c);
@@ -98,11 +111,12 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
     const int64_t hv = i % HV;
     float* S = s.S.data();
     std::copy(h0.data() + i * K * V, h0.data() + (i + 1) * K * V, S);
-    std::vector<float> state_in(K * V), vn(p.opt.chunk_size * V);
+    s.state_in.resize(K * V);  // in the worker's scratch, so the workspace figure counts them
+    s.vn.resize(p.opt.chunk_size * V);
     for (int64_t c0 = sg.first; c0 < sg.first + sg.count; ++c0) {
-      std::copy(S, S + K * V, state_in.begin());
-      m.advance(c0 * HV + hv, s, S, V, true, c, vn.data());
-      m.output_from(c0 * HV + hv, s, state_in.data(), vn.data(), c, out);
+      std::copy(S, S + K * V, s.state_in.begin());
+      m.advance(c0 * HV + hv, s, S, V, true, c, s.vn.data());
+      m.output_from(c0 * HV + hv, s, s.state_in.data(), s.vn.data(), c, out);
     }
     if (i / HV + 1 == first_seg[sg.n + 1] && out.final_state) store_state(p, *out.final_state, sg.n, hv, S);
   };
