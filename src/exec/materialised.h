@@ -74,6 +74,7 @@ class Materialised {
         chunks_.push_back({n, t0, std::min(C_, s.begin + s.len - t0), static_cast<int64_t>(chunks_.size())});
       }
     }
+    first_chunk_.push_back(static_cast<int64_t>(chunks_.size()));  // the end of the last sequence
     const int64_t tasks = this->tasks();
     W_.resize(tasks * C_ * K_);
     log_decay_.resize(tasks);
@@ -175,8 +176,8 @@ class Materialised {
     } else {
       std::fill(S, S + K_ * V_, 0.0f);
     }
-    for (const ChunkRef& ch : chunks_) {
-      if (ch.n != n) continue;
+    for (int64_t g = first_chunk_[n]; g < first_chunk_[n + 1]; ++g) {  // the sequence's chunks, in order
+      const ChunkRef& ch = chunks_[g];
       const int64_t task = ch.index * HV_ + hv;
       std::copy(S, S + K_ * V_, H_.data() + task * K_ * V_);  // h[c]
       advance(task, ws, S, V_, true, c, Vn_.data() + task * C_ * V_);
@@ -232,7 +233,7 @@ class Materialised {
   const bool native_;
   int64_t C_, K_, V_, HV_, w_;
   std::vector<ChunkRef> chunks_;
-  std::vector<int64_t> first_chunk_;  // global index of each sequence's first chunk
+  std::vector<int64_t> first_chunk_;  // global index of each sequence's first chunk, and the end (N + 1)
   std::vector<float> W_, U_, Vn_, H_, A_, T_;
   std::vector<double> log_decay_;
   std::vector<ChunkInputs> inputs_;
