@@ -431,6 +431,8 @@ TEST(PlanJson, StaleDerivedFieldsAreRefused) {
   const int64_t ub = good["peak_bytes"]["UB"].get<int64_t>();
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["peak_bytes"]["UB"] = 1; }),
             "peak_bytes.UB: stored 1, the plan recomputes " + std::to_string(ub));
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j.erase("peak_bytes"); }), "peak_bytes: missing");  // found by fuzzing
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["peak_bytes"] = 3; }), "peak_bytes: expected an object keyed by memory name");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["state_in_place"] = false; }),
             "state_in_place: stored false, the plan recomputes true");
   EXPECT_NE(error_of([](nlohmann::json& j) { j["estimated_cost"]["cycles_per_chunk"] = 1.0; }).find(

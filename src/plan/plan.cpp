@@ -279,20 +279,23 @@ void check_derived(const JsonReader& r, const Plan& q) {
   auto differs = [&](const std::string& field, const std::string& stored, const std::string& now) {
     r.fail(field, "stored " + stored + ", the plan recomputes " + now);
   };
-  const json& j = r.raw();
   if (!r.ok()) return;
-  for (auto it = j["peak_bytes"].begin(); r.ok() && it != j["peak_bytes"].end(); ++it) {
+  const json* peaks = r.get("peak_bytes");  // the document is untrusted: every field read through the reader
+  if (peaks && !peaks->is_object()) r.fail_at("peak_bytes", "expected an object keyed by memory name");
+  if (!r.ok()) return;
+  for (auto it = peaks->begin(); r.ok() && it != peaks->end(); ++it) {
     const auto f = q.lifetimes.peak_bytes.find(it.key());
     const std::string now = f == q.lifetimes.peak_bytes.end() ? "no such memory" : std::to_string(f->second);
     if (!it.value().is_number_integer() || f == q.lifetimes.peak_bytes.end() || it.value().get<int64_t>() != f->second) {
       differs("peak_bytes." + it.key(), it.value().dump(), now);
     }
   }
-  if (r.ok() && j["peak_bytes"].size() != q.lifetimes.peak_bytes.size()) {
-    differs("peak_bytes", std::to_string(j["peak_bytes"].size()) + " memories", std::to_string(q.lifetimes.peak_bytes.size()));
+  if (r.ok() && peaks->size() != q.lifetimes.peak_bytes.size()) {
+    differs("peak_bytes", std::to_string(peaks->size()) + " memories", std::to_string(q.lifetimes.peak_bytes.size()));
   }
-  if (r.ok() && r.flag("state_in_place") != q.lifetimes.state_in_place) {
-    differs("state_in_place", j["state_in_place"].dump(), q.lifetimes.state_in_place ? "true" : "false");
+  const bool in_place = r.flag("state_in_place");
+  if (r.ok() && in_place != q.lifetimes.state_in_place) {
+    differs("state_in_place", in_place ? "true" : "false", q.lifetimes.state_in_place ? "true" : "false");
   }
   const int64_t mt = r.integer("materialised_traffic_bytes", 0, INT64_MAX);
   if (r.ok() && mt != q.lifetimes.materialised_traffic_bytes) {
