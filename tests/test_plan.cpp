@@ -311,7 +311,7 @@ TEST(PlanDevice, BasePlusOverride) {
   EXPECT_EQ(parse_device(R"({"base": "../devices/ascend-310p"})", "x.json", &d).message(),
             "x.json: base: unknown device '../devices/ascend-310p'");
   EXPECT_EQ(parse_device(R"({"base": "ascend-310p", "cores": {"value": 0, "source": "s"}})", "x.json", &d).message(),
-            "x.json: cores.value: expected a positive number");
+            "x.json: cores.value: expected an integer in 1..4096");
 }
 
 TEST(PlanDevice, MalformedDescriptionsNameTheField) {

@@ -1,5 +1,7 @@
 #include "core/json_reader.h"
 
+#include <cmath>
+
 namespace hanpu {
 
 using nlohmann::json;
@@ -100,6 +102,20 @@ double JsonReader::sourced_number(const char* key, bool positive) const {
     return 0;
   }
   return v->get<double>();
+}
+
+int64_t JsonReader::sourced_integer(const char* key, int64_t lo, int64_t hi) const {
+  const JsonReader r = child(key);
+  r.str("source", true);
+  const json* v = r.get("value");
+  if (!v || !ok()) return 0;
+  // Compared as doubles before any conversion: a float outside int64's range has no integer value.
+  const double x = v->is_number() ? v->get<double>() : 0;
+  if (!v->is_number() || x != std::floor(x) || x < static_cast<double>(lo) || x > static_cast<double>(hi)) {
+    r.fail_at("value", "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return 0;
+  }
+  return static_cast<int64_t>(x);
 }
 
 bool JsonReader::sourced_flag(const char* key) const {

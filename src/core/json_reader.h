@@ -34,6 +34,8 @@ class JsonReader {
   // A sourced value {"value": x, "source": "..."} (device descriptions); `positive` rejects x <= 0.
   double sourced_number(const char* key, bool positive = true) const;
   bool sourced_flag(const char* key) const;
+  // A sourced whole number in [lo, hi] (written as an integer or as a float with no fraction).
+  int64_t sourced_integer(const char* key, int64_t lo, int64_t hi) const;
 
   const nlohmann::json& raw() const { return j_; }
   const std::string& path() const { return path_; }

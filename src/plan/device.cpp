@@ -48,8 +48,6 @@ std::string calibrated_host_path() {
 
 namespace {
 
-int64_t as_int(double x) { return static_cast<int64_t>(x); }
-
 Status read_text(const std::string& path, std::string* text) {
   // Only regular files: a path from a plan file could name a device or a pipe that never ends.
   std::error_code ec;
@@ -105,7 +103,7 @@ void read_memories(const JsonReader& r, Device& d) {
     const JsonReader m(mems[i], "memories[" + std::to_string(i) + "]", r);
     Memory mem;
     mem.name = m.str("name", true);
-    mem.bytes = as_int(m.sourced_number("bytes"));
+    mem.bytes = m.sourced_integer("bytes", 1, int64_t{1} << 50);
     mem.on_chip = m.flag("on_chip");
     if (r.ok() && d.memory(mem.name)) m.fail_at("name", "duplicate memory '" + mem.name + "'");
     d.memories.push_back(mem);
@@ -180,8 +178,8 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.name = r.str("name", true);
   d.description = r.str("description", true);
   d.clock_ghz = r.sourced_number("clock_ghz");
-  d.cores = static_cast<int>(r.sourced_number("cores"));
-  d.operand_bytes = static_cast<int>(r.sourced_number("operand_bytes"));
+  d.cores = static_cast<int>(r.sourced_integer("cores", 1, 4096));
+  d.operand_bytes = static_cast<int>(r.sourced_integer("operand_bytes", 2, 4));
   if (r.ok() && d.operand_bytes != 2 && d.operand_bytes != 4) r.fail("operand_bytes.value", "expected 2 or 4");
   read_memories(r, d);
   read_placement(r, d);
@@ -197,8 +195,8 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     r.fail("vector.blocked_row_wise_penalty.value", "expected >= 1 (vector work is never faster on tiles)");
   }
   const JsonReader lx = r.child("layout");
-  d.block_rows = as_int(lx.sourced_number("block_rows"));
-  d.block_cols = as_int(lx.sourced_number("block_cols"));
+  d.block_rows = lx.sourced_integer("block_rows", 1, 4096);
+  d.block_cols = lx.sourced_integer("block_cols", 1, 4096);
   d.transform_bytes_per_cycle = lx.sourced_number("transform_bytes_per_cycle");
   d.transform_fixed_cycles = lx.sourced_number("transform_fixed_cycles", false);
   if (r.ok() && d.transform_fixed_cycles < 0) r.fail("layout.transform_fixed_cycles.value", "expected >= 0");

@@ -265,9 +265,14 @@ Status mapping_from_json(const json& j, Mapping* out) {
       r.fail(item_path(i), "expected [phase, worker, seq, hv, chunk0, chunks, col0, cols] as integers");
       break;
     }
+    const int64_t phase = row[0].get<int64_t>(), worker = row[1].get<int64_t>();
+    if (phase < 0 || phase > 64 || worker < 0 || worker > 4096) {
+      r.fail(item_path(i), "phase or worker out of range");  // before narrowing them to int
+      break;
+    }
     WorkItem it;
-    it.phase = row[0].get<int>();
-    it.worker = row[1].get<int>();
+    it.phase = static_cast<int>(phase);
+    it.worker = static_cast<int>(worker);
     it.seq = row[2].get<int64_t>();
     it.hv = row[3].get<int64_t>();
     it.chunk0 = row[4].get<int64_t>();
