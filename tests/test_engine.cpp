@@ -325,12 +325,11 @@ TEST(Engine, FlashQlaIsExactWhenTheDeltaRuleCanExpand) {
       float* x = reinterpret_cast<float*>(t.bytes.data());
       for (int64_t i = 0; i < t.numel(); ++i) x[i] = name[0] == 'b' ? b : -0.5f;
     }
-    Inputs in;
-    ASSERT_TRUE(bind_inputs(f, &in).ok());
     Options opt;
     opt.kind = Kind::kGdn;
+    Inputs in;
     testing::Result ref;
-    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    ASSERT_TRUE(testing::bind_with_reference(f, opt, &in, &ref).ok());
     Tensor o(DType::kF32, {1, 1024, 2, 32}), s(DType::kF32, {1, 2, 32, 32});
     EngineConfig cfg;
     cfg.strategy = Strategy::kFlashQla;

@@ -49,12 +49,11 @@ TEST(FpMode, StronglyDecayingGatesStayWithinTheBar) {
     std::vector<double> g(static_cast<std::size_t>(f.tensors["g"].numel()));
     for (double& x : g) x = gd(rng);
     fill_from_doubles(f.tensors["g"], g);
-    Inputs in;
-    ASSERT_TRUE(bind_inputs(f, &in).ok());
     Options opt;
     opt.kind = kind;
+    Inputs in;
     testing::Result ref;
-    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    ASSERT_TRUE(testing::bind_with_reference(f, opt, &in, &ref).ok());
     for (Strategy s : all_strategies()) {
       testing::Result got;
       got.o = Tensor(DType::kF32, ref.o.shape);

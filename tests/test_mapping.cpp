@@ -96,12 +96,11 @@ TEST(Mapping, EveryStrategysPlanRunsOnTheCpuExecutorWithinTheBars) {
   ASSERT_TRUE(plan::load_device("host", &host).ok());
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     const TensorFile f = varlen_problem(kind);
-    Inputs in;
-    ASSERT_TRUE(bind_inputs(f, &in).ok());
     Options opt;
     opt.kind = kind;
+    Inputs in;
     testing::Result ref;
-    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    ASSERT_TRUE(testing::bind_with_reference(f, opt, &in, &ref).ok());
     std::vector<plan::StrategyInfo> all = plan::strategies();
     for (const plan::StrategyInfo& s : plan::ablation_ladder()) all.push_back(s);
     for (const plan::StrategyInfo& s : all) {
@@ -156,13 +155,12 @@ TEST(Varlen, TenThousandMixedSequences) {
   Tensor cu(DType::kI64, {N + 1});
   std::memcpy(cu.bytes.data(), offs.data(), offs.size() * sizeof(int64_t));
   f.tensors["cu_seqlens"] = cu;
-  Inputs in;
-  ASSERT_TRUE(bind_inputs(f, &in).ok());
   Options opt;
   opt.kind = Kind::kGdn;
   opt.use_qk_l2norm_in_kernel = true;
+  Inputs in;
   testing::Result ref;
-  ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+  ASSERT_TRUE(testing::bind_with_reference(f, opt, &in, &ref).ok());
   for (Strategy s : all_strategies()) {
     Tensor o(DType::kF32, {1, T, HV, V}), st(DType::kF32, {N, HV, K, V});
     EngineConfig cfg;

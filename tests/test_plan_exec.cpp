@@ -70,13 +70,12 @@ TEST(PlanExec, EveryPassCombinationMeetsTheBars) {
       std::mt19937_64 rng(3);
       return testing::random_tensor(DType::kF32, {1, 3, c.K, c.V}, rng, 0.1);
     }();
-    Inputs in;
-    ASSERT_TRUE(bind_inputs(f, &in).ok());
     Options opt;
     opt.kind = c.kind;
     opt.chunk_size = static_cast<int>(c.C);
+    Inputs in;
     testing::Result ref;
-    ASSERT_TRUE(testing::run_op(reference_forward, in, opt, DType::kF64, DType::kF64, &ref).ok());
+    ASSERT_TRUE(testing::bind_with_reference(f, opt, &in, &ref).ok());
     for (int v = 0; v < 8; ++v) {
       const EngineRun r = run(f, c.kind, c.C, make(c.kind, c.C, c.K, c.V, v & 1, v & 2, v & 4, 150, 3));
       ASSERT_TRUE(r.status.ok()) << r.status.ToString();

@@ -65,6 +65,12 @@ inline Status run_op(OpFn fn, const Inputs& in, const Options& opt, DType o_dt, 
   return fn(in, opt, Outputs{r->o.view(), r->state.view()});
 }
 
+// Binds `f` and computes its fp64 reference (output and final state) under `opt`.
+inline Status bind_with_reference(const TensorFile& f, const Options& opt, Inputs* in, Result* ref) {
+  HANPU_RETURN_IF_ERROR(bind_inputs(f, in));
+  return run_op(reference_forward, *in, opt, DType::kF64, DType::kF64, ref);
+}
+
 inline double nmse_of(const Tensor& y, const Tensor& ref) {
   const std::vector<double> a = to_doubles(y.view()), b = to_doubles(ref.view());
   double num = 0, den = 0;

@@ -56,14 +56,12 @@ int64_t Shape::total_chunks() const {
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> Mapping::phase_ranges() const {
-  std::vector<std::pair<std::size_t, std::size_t>> r(phases.size(), {items.size(), items.size()});
-  for (std::size_t i = items.size(); i-- > 0;) {
-    auto& [b, e] = r[items[i].phase];
-    if (e == items.size() && b == items.size()) e = i + 1;
-    b = i;
-  }
-  for (std::size_t p = 0; p < r.size(); ++p) {
-    if (r[p].first == items.size()) r[p] = {p == 0 ? 0 : r[p - 1].second, p == 0 ? 0 : r[p - 1].second};
+  std::vector<std::pair<std::size_t, std::size_t>> r(phases.size());
+  std::size_t i = 0;
+  for (std::size_t p = 0; p < phases.size(); ++p) {  // items are grouped by phase, in phase order
+    const std::size_t begin = i;
+    while (i < items.size() && items[i].phase == static_cast<int>(p)) ++i;
+    r[p] = {begin, i};
   }
   return r;
 }
