@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside files with libFuzzer (clang, ASan + UBSan inside): safetensors, plan JSON,
-# device JSON, fusion task specs, fusion stream files (tests/fuzz/targets.h). Usage:
+# device JSON, fusion task specs, fusion stream files (tests/fuzz/targets.h), and the command line's argument
+# parsing (tests/fuzz/fuzz_cli.cpp). Usage:
 #   scripts/fuzz.sh [--seconds N] [TARGET...]     (default 30 s per target, all targets)
 # Seeds: tests/fuzz/corpus/TARGET (and devices/ for the device reader), dictionaries tests/fuzz/*.dict.
 # New inputs go to a scratch corpus under build-fuzz/; a crash, leak or timeout stops the script with a
@@ -16,16 +17,18 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors plan device fuse_spec stream)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors plan device fuse_spec stream cli)
 source scripts/lib/apt-ensure.sh
-apt_ensure clang-14 libfuzzer-14-dev cmake ninja-build libhwy-dev nlohmann-json3-dev
+apt_ensure clang-14 libfuzzer-14-dev cmake ninja-build libhwy-dev nlohmann-json3-dev libcli11-dev
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
   -DCMAKE_CXX_COMPILER=clang++-14 -DHANPU_FUZZ=ON -DHANPU_BUILD_CLI=OFF -DHANPU_BUILD_TESTS=OFF > /dev/null
 cmake --build build-fuzz -j 2 --target $(printf 'fuzz_%s ' "${targets[@]}")
 mkdir -p build-fuzz/artifacts
 for t in "${targets[@]}"; do
   dict=tests/fuzz/json.dict
-  case "$t" in safetensors) dict=tests/fuzz/safetensors.dict ;; fuse_spec|stream) dict=tests/fuzz/fuse.dict ;; esac
+  case "$t" in
+    safetensors) dict=tests/fuzz/safetensors.dict ;; fuse_spec|stream) dict=tests/fuzz/fuse.dict ;; cli) dict=tests/fuzz/cli.dict ;;
+  esac
   seeds=(tests/fuzz/corpus/"$t")
   [ "$t" = device ] && seeds=(devices)
   [ "$t" = stream ] && seeds+=(examples)

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -170,6 +172,78 @@ TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   }
   EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out " + out, &log), 2);
   EXPECT_NE(log.find("runs past the end of the file"), std::string::npos) << log;
+}
+
+// The CLI column of the README's bad-input table: each bad file or option exits with code 2, a message
+// naming the argument, and no output file.
+TEST(Cli, BadInputTableRowsExitWith2AndWriteNothing) {
+  struct Row {
+    std::string name;
+    std::function<void(TensorFile&)> mutate;
+    std::string args, fragment;
+  };
+  const auto set = [](const char* n, Tensor t) { return [n, t](TensorFile& f) { f.tensors[n] = t; }; };
+  const std::vector<Row> rows = {
+      {"wrong dtype", set("q", Tensor(DType::kI64, {1, 8, 2, 4})), "", "q.dtype must be F64, F32, F16 or BF16, got I64"},
+      {"wrong rank", set("k", Tensor(DType::kF32, {8, 2, 4})), "", "k must have rank 4, got shape [8, 2, 4]"},
+      {"mismatched shapes", set("k", Tensor(DType::kF32, {1, 8, 2, 5})), "", "k must have shape [B, T, H, K]"},
+      {"HV not a multiple of H", set("v", Tensor(DType::kF32, {1, 8, 3, 4})), "",
+       "v.shape[2] (HV) = 3 must be a positive multiple of q.shape[2] (H) = 2"},
+      {"K > 256",
+       [](TensorFile& f) { f.tensors["q"] = f.tensors["k"] = Tensor(DType::kF32, {1, 8, 2, 300}); }, "",
+       "q.shape[3] (K) = 300, expected 1..256"},
+      {"V = 0", set("v", Tensor(DType::kF32, {1, 8, 4, 0})), "", "v.shape[3] (V) = 0, expected 1..256"},
+      {"zero tokens",
+       [](TensorFile& f) {
+         for (auto& [n, t] : f.tensors) t.shape[1] = 0, t.bytes.clear();
+       },
+       "", "q.shape[1] (T) must be >= 1"},
+      {"cu_seqlens of a float dtype", set("cu_seqlens", testing::tensor_of(DType::kF32, {2}, {0, 8})), "",
+       "cu_seqlens.dtype must be I64, got F32"},
+      {"cu_seqlens decreasing", set("cu_seqlens", testing::tensor_of(DType::kI64, {3}, {0, 6, 5})), "",
+       "cu_seqlens must be non-decreasing"},
+      {"state of the v-first layout", set("initial_state", Tensor(DType::kF32, {1, 4, 4, 4 + 1})), "",
+       "initial_state must have shape [N, HV, K, V] = [1, 4, 4, 4]"},
+      {"NaN with --check-finite",
+       [](TensorFile& f) {
+         std::vector<double> x = to_doubles(f.tensors["beta"].view());
+         x[5] = NAN;
+         fill_from_doubles(f.tensors["beta"], x);
+       },
+       "--check-finite", "beta has a non-finite value (nan) at flat index 5"},
+      {"bad option value", [](TensorFile&) {}, "--threads -1", "--threads"},
+      {"unknown option", [](TensorFile&) {}, "--chunk 64", "--chunk"},
+      {"option without its value", [](TensorFile&) {}, "--scale", "--scale"},
+      {"non-numeric option value", [](TensorFile&) {}, "--chunk-size sixty-four", "--chunk-size"},
+  };
+  const std::string in = temp("row_in.safetensors"), out = temp("row_out.safetensors");
+  for (const Row& row : rows) {
+    TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 2, 4, 4, 4, 1);
+    row.mutate(f);
+    ASSERT_TRUE(write_safetensors(in, f).ok()) << row.name;
+    std::remove(out.c_str());
+    std::string log;
+    for (const char* mode : {"chunk", "engine", "recurrent", "reference"}) {
+      EXPECT_EQ(run_cli("run --kind gdn --output-final-state --mode " + std::string(mode) + " --in " + in + " --out " +
+                            out + " " + row.args,
+                        &log),
+                2)
+          << row.name << " (" << mode << "): " << log;
+      EXPECT_NE(log.find(row.fragment), std::string::npos) << row.name << " (" << mode << "): " << log;
+      EXPECT_FALSE(std::ifstream(out).good()) << row.name << ": " << out << " was written";
+    }
+  }
+  // NaN without --check-finite propagates and the run succeeds
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 2, 4, 4, 4, 1);
+  std::vector<double> x = to_doubles(f.tensors["beta"].view());
+  x[5] = NAN;
+  fill_from_doubles(f.tensors["beta"], x);
+  ASSERT_TRUE(write_safetensors(in, f).ok());
+  EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out " + out), 0);
+  // an output path that cannot be written
+  std::string log;
+  EXPECT_EQ(run_cli("run --kind gdn --in " + in + " --out /nonexistent-dir/o.safetensors", &log), 2);
+  EXPECT_NE(log.find("/nonexistent-dir/o.safetensors"), std::string::npos) << log;
 }
 
 TEST(Cli, VerifyPrintsATableAndWritesJson) {

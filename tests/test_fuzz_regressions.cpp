@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 
+#include "cli_target.h"
 #include "targets.h"
 
 namespace hanpu {
@@ -16,7 +17,7 @@ namespace {
 TEST(FuzzRegressions, EverySeedAndFoundInputReturnsAStatus) {
   const std::map<std::string, void (*)(const uint8_t*, std::size_t)> readers = {
       {"safetensors", &fuzz::safetensors}, {"plan", &fuzz::plan_json},  {"device", &fuzz::device_json},
-      {"fuse_spec", &fuzz::fuse_spec},     {"stream", &fuzz::stream_text}};
+      {"fuse_spec", &fuzz::fuse_spec},     {"stream", &fuzz::stream_text},   {"cli", &fuzz::command_line}};
   int replayed = 0;
   for (const char* set : {"corpus", "regressions"}) {
     for (const auto& [name, read] : readers) {
@@ -35,7 +36,7 @@ TEST(FuzzRegressions, EverySeedAndFoundInputReturnsAStatus) {
       }
     }
   }
-  EXPECT_GE(replayed, 21);  // the shipped seeds at least
+  EXPECT_GE(replayed, 28);  // the shipped seeds at least
 }
 
 }  // namespace

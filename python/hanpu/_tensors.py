@@ -53,9 +53,7 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
             raise TypeError(f"{name} must be a dense strided tensor, got layout {x.layout}")
         if index and x.dtype in (torch.int32, torch.int16, torch.int8, torch.uint8):
             return x.to(torch.int64)
-        if _dtype_key(x) not in _DTYPES:
-            raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
-                            + (" (or int64)" if index else ""))
+        _check_dtype(name, x, index)
         return x
     if not isinstance(x, np.ndarray):
         if hasattr(x, "__dlpack__"):
@@ -66,12 +64,20 @@ def as_array(name: str, x: Any, *, index: bool = False) -> Any:
             raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(x).__name__}")
     if index and x.dtype.kind in "iu" and x.dtype != np.int64:
         return x.astype(np.int64)
-    if x.dtype.name not in _DTYPES:
-        raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64"
-                        + (" (or int64)" if index else ""))
+    _check_dtype(name, x, index)
     if any(s % x.itemsize for s in x.strides):
         x = np.ascontiguousarray(x)
     return x
+
+
+def _check_dtype(name: str, x: Any, index: bool) -> None:
+    """Index arrays (cu_seqlens) must be integers, every other array floating point: a TypeError naming
+    the argument, before the engine sees it."""
+    key = _dtype_key(x)
+    if index and key != "int64":
+        raise TypeError(f"{name} has dtype {x.dtype}; expected an integer dtype (int64, or int32 which is widened)")
+    if not index and (key not in _DTYPES or key == "int64"):
+        raise TypeError(f"{name} has dtype {x.dtype}; expected float32, float16, bfloat16 or float64")
 
 
 def dtype_of(x: Any) -> str:

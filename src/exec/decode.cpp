@@ -17,7 +17,7 @@ Status engine_decode_slots(const Inputs& in, const Options& opt, const EngineCon
   HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kSlots, &p));
   HANPU_RETURN_IF_ERROR(validate_outputs(p, Outputs{o, std::nullopt}, Mode::kSlots));
   std::vector<int64_t> slots;
-  HANPU_RETURN_IF_ERROR(validate_slot_pool(p, state_pool, slot_indices, &slots));
+  HANPU_RETURN_IF_ERROR(validate_slot_pool(p, state_pool, slot_indices, o, &slots));
   const TensorView pool_v = with_strides(state_pool), out = with_strides(o);
   const int threads = ThreadPool::resolve(cfg.threads);
   ThreadPool& pool = shared_pool(threads);

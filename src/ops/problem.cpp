@@ -1,6 +1,8 @@
 #include "ops/problem.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/strided.h"
@@ -52,6 +54,68 @@ Status check_view(const TensorView& t, const char* name, int rank, bool want_flo
     return InvalidArgument(std::string(name) + ".dtype must be I64, got " + dtype_name(t.dtype));
   }
   if (t.data == nullptr && t.numel() > 0) return InvalidArgument(std::string(name) + ".data is null");
+  return Status::Ok();
+}
+
+// Byte range [lo, hi) that a view's elements span (strides may be negative: a reversed view starts at its
+// data pointer and runs downwards). Empty views span nothing.
+struct Span {
+  uintptr_t lo = 0, hi = 0;
+};
+
+Span span_of(const TensorView& t) {
+  if (t.numel() == 0 || t.data == nullptr) return {};
+  const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
+  int64_t down = 0, up = 0;  // furthest element offsets below and above the data pointer
+  for (int d = 0; d < t.rank(); ++d) {
+    const int64_t reach = (t.shape[d] - 1) * t.stride(d);
+    (reach < 0 ? down : up) += reach;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(t.data);
+  return {base + static_cast<uintptr_t>(down * es), base + static_cast<uintptr_t>((up + 1) * es)};
+}
+
+// A tensor the call writes must give every element its own memory: with the dimensions ordered by |stride|,
+// each |stride| must exceed the reach of the smaller ones (sum |stride_j| (shape_j - 1)). That is exact for
+// the layouts views produce (row-major, permuted, sliced, reversed) and refuses broadcast (stride 0) ones.
+Status check_distinct_elements(const TensorView& t, const char* name) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, shape) of the dimensions longer than 1
+  for (int d = 0; d < t.rank(); ++d) {
+    if (t.shape[d] > 1) dims.emplace_back(std::abs(t.stride(d)), t.shape[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (const auto& [stride, extent] : dims) {
+    if (stride <= reach) {
+      return InvalidArgument(std::string(name) + " has overlapping elements (strides " + shape_str(t.strides) +
+                             " for shape " + shape_str(t.shape) + "); a tensor the call writes needs its own memory "
+                             "for every element");
+    }
+    reach += stride * (extent - 1);
+  }
+  return Status::Ok();
+}
+
+// A written tensor must not share memory with any other tensor of the call: the strategies read inputs and
+// write outputs in different orders, so an alias would be read after it was overwritten.
+Status check_no_alias(const TensorView& w, const char* name, const Problem& p,
+                      const std::vector<std::pair<const TensorView*, const char*>>& others) {
+  const Span a = span_of(w);
+  if (a.lo == a.hi) return Status::Ok();
+  std::vector<std::pair<const TensorView*, const char*>> all = {
+      {&p.in.q, "q"}, {&p.in.k, "k"}, {&p.in.v, "v"}, {&p.in.g, "g"}, {&p.in.beta, "beta"}};
+  for (const auto& [opt, n] : {std::pair{&p.in.initial_state, "initial_state"}, std::pair{&p.in.cu_seqlens, "cu_seqlens"},
+                               std::pair{&p.in.A_log, "A_log"}, std::pair{&p.in.dt_bias, "dt_bias"}}) {
+    if (*opt) all.emplace_back(&**opt, n);
+  }
+  all.insert(all.end(), others.begin(), others.end());
+  for (const auto& [t, n] : all) {
+    const Span b = span_of(*t);
+    if (b.lo < a.hi && a.lo < b.hi) {
+      return InvalidArgument(std::string(name) + " shares memory with " + n +
+                             "; outputs and updated states must not alias any other tensor of the call");
+    }
+  }
   return Status::Ok();
 }
 
@@ -219,6 +283,7 @@ Status validate_problem(const Inputs& in, const Options& opt, Mode mode, Problem
 Status validate_outputs(const Problem& p, const Outputs& out, Mode mode) {
   HANPU_RETURN_IF_ERROR(check_view(out.o, "o", 4, true));
   HANPU_RETURN_IF_ERROR(check_shape(out.o, "o", {p.B, p.T, p.HV, p.V}, "[B, T, HV, V]"));
+  HANPU_RETURN_IF_ERROR(check_distinct_elements(with_strides(out.o), "o"));
   if (out.final_state) {
     HANPU_RETURN_IF_ERROR(validate_state(p, *out.final_state, "final_state", p.N, true));
     const DType dt = out.final_state->dtype;
@@ -226,8 +291,21 @@ Status validate_outputs(const Problem& p, const Outputs& out, Mode mode) {
       return InvalidArgument(std::string("final_state.dtype must be F32") +
                              (mode == Mode::kReference ? " or F64" : "") + ", got " + dtype_name(dt));
     }
+    const TensorView fs = with_strides(*out.final_state);
+    HANPU_RETURN_IF_ERROR(check_distinct_elements(fs, "final_state"));
+    HANPU_RETURN_IF_ERROR(check_no_alias(fs, "final_state", p, {}));
+    HANPU_RETURN_IF_ERROR(check_no_alias(with_strides(out.o), "o", p, {{&fs, "final_state"}}));
+  } else {
+    HANPU_RETURN_IF_ERROR(check_no_alias(with_strides(out.o), "o", p, {}));
   }
   return Status::Ok();
+}
+
+Status check_written_pool(const Problem& p, const TensorView& pool, const TensorView& o, const TensorView& slots) {
+  const TensorView pv = with_strides(pool), ov = with_strides(o), sv = with_strides(slots);
+  HANPU_RETURN_IF_ERROR(check_distinct_elements(pv, "state_pool"));
+  HANPU_RETURN_IF_ERROR(check_no_alias(pv, "state_pool", p, {{&ov, "o"}, {&sv, "slot_indices"}}));
+  return check_no_alias(ov, "o", p, {{&sv, "slot_indices"}});
 }
 
 }  // namespace hanpu

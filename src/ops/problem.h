@@ -34,7 +34,8 @@ struct Problem {
 // expected and actual values, e.g. "v.shape[2] (HV) = 3 must be a multiple of q.shape[2] (H) = 2".
 Status validate_problem(const Inputs& in, const Options& opt, Mode mode, Problem* p);
 
-// Checks o (and final_state when present) against a validated problem.
+// Checks o (and final_state when present) against a validated problem: shapes, dtypes, and that each
+// element has its own memory and no output aliases another tensor of the call.
 Status validate_outputs(const Problem& p, const Outputs& out, Mode mode);
 
 // Checks a state tensor (initial_state, final_state or a slot pool) of `rows` leading entries.
@@ -46,9 +47,14 @@ TensorView with_strides(TensorView v);
 Outputs with_strides(const Outputs& out);
 
 // Checks a state-slot pool ([P, HV, K, V] F32, or [P, HV, V, K] with state_v_first) and the slot index of
-// each sequence (I64 [N]; negative = padding; active slots distinct and < P); fills `slots`.
+// each sequence (I64 [N]; negative = padding; active slots distinct and < P), and that the pool and o
+// have memory of their own (check_written_pool); fills `slots`.
 Status validate_slot_pool(const Problem& p, const TensorView& state_pool, const TensorView& slot_indices,
-                          std::vector<int64_t>* slots);
+                          const TensorView& o, std::vector<int64_t>* slots);
+
+// The slot pool of a decode call is written in place: each of its elements needs its own memory, and
+// neither it nor o may share memory with another tensor of the call (inputs, o, slot_indices).
+Status check_written_pool(const Problem& p, const TensorView& pool, const TensorView& o, const TensorView& slots);
 
 // Shape string "[a, b, c]".
 std::string shape_str(const std::vector<int64_t>& s);

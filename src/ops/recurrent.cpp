@@ -16,7 +16,7 @@ Status recurrent_forward(const Inputs& in, const Options& opt, const Outputs& ou
 }
 
 Status validate_slot_pool(const Problem& p, const TensorView& state_pool, const TensorView& slot_indices,
-                          std::vector<int64_t>* slots_out) {
+                          const TensorView& o, std::vector<int64_t>* slots_out) {
   HANPU_RETURN_IF_ERROR(validate_state(p, state_pool, "state_pool", 0, false));
   if (state_pool.dtype != DType::kF32) {
     return InvalidArgument(std::string("state_pool.dtype must be F32, got ") + dtype_name(state_pool.dtype));
@@ -26,6 +26,7 @@ Status validate_slot_pool(const Problem& p, const TensorView& state_pool, const 
                            slot_indices.describe());
   }
   if (slot_indices.data == nullptr) return InvalidArgument("slot_indices.data is null");
+  HANPU_RETURN_IF_ERROR(check_written_pool(p, state_pool, o, slot_indices));
   const int64_t pool = state_pool.shape[0];
   std::vector<int64_t>& slots = *slots_out;
   slots.assign(p.N, -1);
@@ -51,7 +52,7 @@ Status recurrent_decode_slots(const Inputs& in, const Options& opt, const Tensor
   HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kSlots, &p));
   HANPU_RETURN_IF_ERROR(validate_outputs(p, Outputs{o, std::nullopt}, Mode::kSlots));
   std::vector<int64_t> slots;
-  HANPU_RETURN_IF_ERROR(validate_slot_pool(p, state_pool, slot_indices, &slots));
+  HANPU_RETURN_IF_ERROR(validate_slot_pool(p, state_pool, slot_indices, o, &slots));
   RowLoader<float> rows(p);
   std::vector<float> S(p.K * p.V), zeros(p.V, 0.0f);
   for (int64_t n = 0; n < p.N; ++n) {
