@@ -20,7 +20,8 @@ TEST(Chunk, RandomInstancesAcrossTheOptionSpacePassTheirBars) {
     const InstanceResult r = run_instance(make_instance(20261129, i));
     EXPECT_TRUE(r.passed) << r.kind << " " << r.dtype << " " << r.scenario << " " << r.shape << ": chunk o "
                           << r.chunk_o << " S " << r.chunk_s << " rec o " << r.rec_o << " S " << r.rec_s << " bars "
-                          << r.bar_o << " " << r.bar_s << " " << r.error;
+                          << r.bar_o << " " << r.bar_s << " (" << r.precision << ", fla o " << r.fla_o << " S " << r.fla_s << ") cvr o "
+                          << r.cvr_o << " S " << r.cvr_s << " " << r.error;
   }
 }
 

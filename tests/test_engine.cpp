@@ -57,7 +57,8 @@ std::vector<EngineCase> engine_cases() {
 
 TEST(Engine, EveryStrategyMatchesTheReferenceAcrossTheOptionSpace) {
   for (int i = 0; i < 72; ++i) {
-    const Instance inst = make_instance(77, i);
+    Instance inst = make_instance(77, i);
+    inst.opt.precision = Precision::kExact;  // the exact contract (the bf16 mode: the test below)
     if (inst.scenario == "long") continue;  // covered by the chunk tests; keeps this test short
     Inputs in;
     ASSERT_TRUE(bind_inputs(inst.tensors, &in).ok());
@@ -78,6 +79,22 @@ TEST(Engine, EveryStrategyMatchesTheReferenceAcrossTheOptionSpace) {
       EXPECT_GT(st.traffic_bytes, 0);
       EXPECT_GT(st.peak_workspace_bytes, 0);
     }
+  }
+}
+
+// The bf16 precision mode on every strategy, every scenario, every input dtype: within the mode's bars
+// (verify/verify.h: set by the FLA half-precision emulation on the same inputs).
+TEST(Engine, Bf16ModeMeetsItsBarsOnEveryStrategy) {
+  for (int i = 0; i < 72; ++i) {
+    Instance inst = make_instance(78, i);
+    if (inst.scenario == "long") continue;  // the long scenario runs in Chunk.RandomInstances... and verify
+    inst.opt.precision = Precision::kBf16;
+    const InstanceResult r = run_instance(inst, true);
+    EXPECT_EQ(r.precision, "bf16");
+    EXPECT_TRUE(r.passed) << inst.describe() << " " << kind_name(inst.kind) << " " << dtype_name(inst.dtype)
+                          << ": engine o " << r.engine_o << " S " << r.engine_s << " (worst " << r.engine_worst
+                          << ") chunk o " << r.chunk_o << " S " << r.chunk_s << " bars " << r.bar_o << " " << r.bar_s
+                          << " " << r.error;
   }
 }
 

@@ -3,6 +3,7 @@
 // odd sizes, column tails, unaligned pointers, leading dimensions with padding that must stay untouched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/bf16_round.h"
 #include "kernels/kernel_set.h"
 
 namespace hanpu {
@@ -22,25 +24,30 @@ std::vector<float> randn(std::size_t n, std::mt19937_64& rng) {
   return v;
 }
 
-void check_gemm(const KernelSet& ks, bool trans_a, int64_t M, int64_t N, int64_t Kd, std::mt19937_64& rng) {
+// One GEMM entry against its double-precision definition; with bf16, the bf16 entry against the definition
+// on operands rounded to bf16 (the precision mode's contract: rounded operands, fp32 accumulation).
+void check_gemm(const KernelSet& ks, bool trans_a, bool bf16, int64_t M, int64_t N, int64_t Kd, std::mt19937_64& rng) {
   const char* target = ks.name.c_str();
+  const auto op = [bf16](float x) { return static_cast<double>(bf16 ? round_bf16(x) : x); };
+  const auto fn = bf16 ? (trans_a ? ks.gemm_tn_bf16 : ks.gemm_nn_bf16) : (trans_a ? ks.gemm_tn : ks.gemm_nn);
   const int64_t lda = (trans_a ? M : Kd) + 3, ldb = N + 1, ldc = N + 2;
   const int64_t a_rows = trans_a ? Kd : M;
   std::vector<float> A = randn(a_rows * lda + 1, rng), B = randn(Kd * ldb + 1, rng), C = randn(M * ldc + 1, rng);
   const std::vector<float> C0 = C;
   for (bool acc : {false, true}) {
     C = C0;
-    (trans_a ? ks.gemm_tn : ks.gemm_nn)(M, N, Kd, A.data() + 1, lda, B.data() + 1, ldb, acc, C.data() + 1, ldc);
+    fn(M, N, Kd, A.data() + 1, lda, B.data() + 1, ldb, acc, C.data() + 1, ldc);
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         double want = acc ? C0[1 + i * ldc + j] : 0.0, mag = std::fabs(want);
         for (int64_t p = 0; p < Kd; ++p) {
-          const double a = trans_a ? A[1 + p * lda + i] : A[1 + i * lda + p];
-          want += a * B[1 + p * ldb + j];
-          mag += std::fabs(a * B[1 + p * ldb + j]);
+          const double a = op(trans_a ? A[1 + p * lda + i] : A[1 + i * lda + p]), b = op(B[1 + p * ldb + j]);
+          want += a * b;
+          mag += std::fabs(a * b);
         }
         ASSERT_NEAR(C[1 + i * ldc + j], want, 4e-7 * (Kd + 2) * mag)
-            << target << (trans_a ? " TN " : " NN ") << M << "x" << N << "x" << Kd << " at " << i << "," << j;
+            << target << (bf16 ? " bf16" : "") << (trans_a ? " TN " : " NN ") << M << "x" << N << "x" << Kd << " at "
+            << i << "," << j;
       }
       EXPECT_EQ(C[1 + i * ldc + N], C0[1 + i * ldc + N]);  // padding untouched
     }
@@ -52,12 +59,14 @@ void check_gemm(const KernelSet& ks, bool trans_a, int64_t M, int64_t N, int64_t
 void check_column_split(const KernelSet& ks, std::mt19937_64& rng) {
   const int64_t M = 9, Kd = 37, N = 3 * ks.gemm_column_block + 5;
   const std::vector<float> A = randn(M * Kd, rng), B = randn(Kd * N, rng);
-  std::vector<float> whole(M * N), split(M * N);
-  ks.gemm_nn(M, N, Kd, A.data(), Kd, B.data(), N, false, whole.data(), N);
-  const int64_t at = ks.gemm_column_block;
-  ks.gemm_nn(M, at, Kd, A.data(), Kd, B.data(), N, false, split.data(), N);
-  ks.gemm_nn(M, N - at, Kd, A.data(), Kd, B.data() + at, N, false, split.data() + at, N);
-  EXPECT_EQ(whole, split) << ks.name;
+  for (auto gemm : {ks.gemm_nn, ks.gemm_nn_bf16}) {
+    std::vector<float> whole(M * N), split(M * N);
+    gemm(M, N, Kd, A.data(), Kd, B.data(), N, false, whole.data(), N);
+    const int64_t at = ks.gemm_column_block;
+    gemm(M, at, Kd, A.data(), Kd, B.data(), N, false, split.data(), N);
+    gemm(M, N - at, Kd, A.data(), Kd, B.data() + at, N, false, split.data() + at, N);
+    EXPECT_EQ(whole, split) << ks.name << (gemm == ks.gemm_nn ? "" : " bf16");
+  }
 }
 
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
@@ -164,7 +173,22 @@ TEST(KernelSets, TheRegistryListsTheBestFirstAndTheReferenceLast) {
   for (const KernelSet& ks : sets) {
     EXPECT_GE(ks.gemm_column_block, 1) << ks.name;
     EXPECT_GT(ks.fma_peak(10), 0) << ks.name;
+    EXPECT_FALSE(ks.bf16_unit.empty()) << ks.name;
+    if (ks.bf16_peak) EXPECT_GT(ks.bf16_peak(10), 0) << ks.name;
   }
+}
+
+// The AVX512-BF16 set exists exactly where the CPU has the instruction, ahead of the plain AVX3 set.
+TEST(KernelSets, Avx512Bf16SetWhereTheCpuHasIt) {
+  __builtin_cpu_init();
+  const std::vector<KernelSet>& sets = kernel_sets();
+  const bool has_avx3 = std::any_of(sets.begin(), sets.end(), [](const KernelSet& k) { return k.name == "AVX3"; });
+  if (!__builtin_cpu_supports("avx512bf16") || !has_avx3) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 (or no AVX3 set): the bf16 GEMMs run on rounded fp32 operands";
+  }
+  EXPECT_EQ(sets.front().name, "AVX3+BF16");
+  EXPECT_EQ(sets.front().bf16_unit, "AVX512-BF16 dot products");
+  EXPECT_NE(sets.front().bf16_peak, nullptr);
 }
 
 TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
@@ -175,7 +199,9 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
       for (int64_t M : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{17}}) {
         for (int64_t N : {int64_t{1}, int64_t{7}, cb - 1, cb, cb + 1, 2 * cb + cb / 2 + 3}) {
           if (N < 1) continue;
-          for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}}) check_gemm(ks, trans_a, M, N, Kd, rng);
+          for (int64_t Kd : {int64_t{1}, int64_t{2}, int64_t{16}, int64_t{33}, int64_t{64}}) {
+            for (bool bf16 : {false, true}) check_gemm(ks, trans_a, bf16, M, N, Kd, rng);
+          }
         }
       }
     }

@@ -1,5 +1,5 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
+//             [--dtype f32|bf16|f16] [--precision auto|exact|bf16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -15,7 +15,7 @@ namespace {
 
 struct BenchArgs {
   BenchConfig cfg;
-  std::string kind, dtype = "f32", json_path, plot_path, plan_path;
+  std::string kind, dtype = "f32", json_path, plot_path, plan_path, precision = "auto";
   int64_t heads = 0, v_heads = 0;
 };
 
@@ -40,6 +40,7 @@ int run(BenchArgs& a) {
     return 2;
   }
   c.dtype = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+  parse_precision(a.precision, &c.precision);  // the option's check admits known names only
   if (!a.plan_path.empty()) {
     auto pl = std::make_shared<plan::Plan>();
     const Status ps = plan::load_plan_file(a.plan_path, pl.get());
@@ -100,6 +101,10 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--v-heads", a->v_heads, "value heads HV (default H)")->check(CLI::Range(1, 4096));
   app.add_option("--threads", a->cfg.threads, "Threads (default: all CPUs)")->check(CLI::Range(0, 1024));
   app.add_option("--dtype", a->dtype, "Input dtype: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  app.add_option("--precision", a->precision,
+                 "GEMM precision: auto (bf16 for bf16 inputs, else exact), exact (fp32 operands) or bf16 (operands "
+                 "rounded to bf16, fp32 accumulation)")
+      ->check(CLI::IsMember({"auto", "exact", "bf16"}));
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");

@@ -13,7 +13,7 @@ namespace hanpu::cli {
 namespace {
 
 struct RunArgs {
-  std::string kind = "gdn", in_path, out_path, mode = "chunk", strategy = "hanpu", plan_path;
+  std::string kind = "gdn", in_path, out_path, mode = "chunk", strategy = "hanpu", plan_path, precision = "auto";
   int threads = 0;
   double scale = 0, lower_bound = 0;
   int chunk_size = 64;
@@ -38,6 +38,7 @@ int run(const RunArgs& a, const CLI::App& app) {
   opt.allow_neg_eigval = a.neg_eigval;
   opt.state_v_first = a.v_first;
   opt.check_finite = a.check_finite;
+  parse_precision(a.precision, &opt.precision);  // the option's check admits known names only
 
   TensorFile in_file;
   Status st = read_safetensors(a.in_path, &in_file);
@@ -118,6 +119,10 @@ Runner add_run_command(CLI::App& app) {
   app.add_flag("--state-v-first", a->v_first, "States are [N, HV, V, K] instead of [N, HV, K, V]");
   app.add_flag("--output-final-state", a->final_state, "Write final_state");
   app.add_flag("--check-finite", a->check_finite, "Reject NaN/Inf inputs instead of propagating them");
+  app.add_option("--precision", a->precision,
+                 "GEMM precision of the chunk and engine modes: auto (bf16 for bf16 inputs), exact (fp32 operands) or "
+                 "bf16 (operands rounded to bf16, fp32 accumulation)")
+      ->check(CLI::IsMember({"auto", "exact", "bf16"}));
   return [a, &app] { return run(*a, app); };
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "hanpu/status.h"
 #include "hanpu/tensor.h"
@@ -24,6 +25,19 @@ namespace hanpu {
 
 enum class Kind { kGdn, kKda };
 const char* kind_name(Kind k);  // "gdn" / "kda"
+
+// The numeric contract of the chunkwise paths (chunk_forward, engine_forward; README "Precision modes").
+//   kExact: fp32 GEMM operands and accumulation throughout.
+//   kBf16:  every GEMM operand rounded to bf16 (as FLA's half-precision kernels and tensor cores do), fp32
+//           accumulation; the state stays fp32 in memory (rounded only as a GEMM operand); gates, cumsums,
+//           the triangular inverse and all vector work in fp32.
+//   kAuto:  kBf16 for bf16 q, kExact otherwise (f16's rounding floor is 8x finer than bf16 operands hold).
+// The recurrent, decode and reference paths have no GEMMs and are exact in every mode.
+enum class Precision { kAuto, kExact, kBf16 };
+const char* precision_name(Precision p);                    // "auto" / "exact" / "bf16"
+bool parse_precision(const std::string& name, Precision* out);
+// The mode a call runs at: `p` itself, or for kAuto the one q's dtype selects.
+Precision resolve_precision(Precision p, DType q_dtype);
 
 struct Options {
   Kind kind = Kind::kGdn;
@@ -38,6 +52,7 @@ struct Options {
   // Reject NaN/Inf in any input with an error naming the tensor and the element. When off, non-finite
   // inputs propagate through IEEE arithmetic into the outputs of their own (sequence, value head) only.
   bool check_finite = false;
+  Precision precision = Precision::kAuto;
 };
 
 struct Inputs {

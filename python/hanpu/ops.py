@@ -70,8 +70,15 @@ def _rank4(name: str, x: Any) -> Tuple[int, ...]:
     return tuple(x.shape)
 
 
+_PRECISIONS = ("auto", "exact", "bf16")
+
+
 def _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-             state_v_first, lower_bound=None, chunk_size=64, check_finite=False) -> Dict[str, Any]:
+             state_v_first, lower_bound=None, chunk_size=64, check_finite=False, precision="auto") -> Dict[str, Any]:
+    if not isinstance(precision, str):
+        raise TypeError(f"precision must be a str, got {type(precision).__name__}")
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}; got {precision!r}")
     for name, value in (("scale", scale), ("lower_bound", lower_bound)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise TypeError(f"{name} must be a float or None, got {type(value).__name__}")
@@ -81,7 +88,7 @@ def _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoi
                 lower_bound=None if lower_bound is None else float(lower_bound), chunk_size=chunk_size,
                 use_qk_l2norm_in_kernel=bool(use_qk_l2norm_in_kernel), use_gate_in_kernel=bool(use_gate_in_kernel),
                 use_beta_sigmoid_in_kernel=bool(use_beta_sigmoid_in_kernel), allow_neg_eigval=bool(allow_neg_eigval),
-                state_v_first=bool(state_v_first), check_finite=bool(check_finite))
+                state_v_first=bool(state_v_first), check_finite=bool(check_finite), precision=precision)
 
 
 class _Call:
@@ -161,14 +168,17 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
                            output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
                            use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
                            state_v_first: bool = False, cu_seqlens=None, *, strategy: str = "hanpu",
-                           threads: Optional[int] = None, check_finite: bool = False, **kwargs):
+                           threads: Optional[int] = None, check_finite: bool = False, precision: str = "auto",
+                           **kwargs):
     """Gated DeltaNet prefill, chunkwise (FLA's ``chunk_gated_delta_rule``).
 
     FLA's keyword arguments in ``kwargs``: ``chunk_size`` (16, 32 or 64), ``use_gate_in_kernel`` with
     ``A_log`` [HV] and ``dt_bias`` [HV] (g is then the raw gate input ``a``), ``transpose_state_layout``
     (alias of ``state_v_first``). hanpu's own: ``strategy`` (hanpu, fla, fla-megakernel, flashqla,
     native: the engine's dataflows, identical in result up to rounding), ``threads`` (None: the
-    set_num_threads setting), ``check_finite`` (reject NaN/Inf inputs, naming the tensor).
+    set_num_threads setting), ``check_finite`` (reject NaN/Inf inputs, naming the tensor), ``precision``
+    ("auto": bf16 GEMM operands for bf16 q, else "exact" fp32 operands; or either explicitly — README
+    "Precision modes").
 
     Returns ``(o, final_state)``: o [B, T, HV, V] in q's dtype; final_state float32 or None.
     """
@@ -177,7 +187,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
                                       "transpose_state_layout"))
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, extra.get("use_gate_in_kernel", False), use_beta_sigmoid_in_kernel,
-                    allow_neg_eigval, state_v_first, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite)
+                    allow_neg_eigval, state_v_first, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite,
+                    precision=precision)
     return _chunk(fn, "gdn", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, extra,
                   strategy, threads)
 
@@ -187,7 +198,8 @@ def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=Non
               use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False, safe_gate: bool = False,
               lower_bound: Optional[float] = None, disable_recompute: bool = False,
               return_intermediate_states: bool = False, state_v_first: bool = False, cu_seqlens=None, *,
-              strategy: str = "hanpu", threads: Optional[int] = None, check_finite: bool = False, **kwargs):
+              strategy: str = "hanpu", threads: Optional[int] = None, check_finite: bool = False,
+              precision: str = "auto", **kwargs):
     """Kimi Delta Attention prefill, chunkwise (FLA's ``chunk_kda``).
 
     g is the per-channel log decay [B, T, HV, K], or the raw gate input with ``use_gate_in_kernel``
@@ -204,7 +216,8 @@ def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=Non
     extra = _take_kwargs(fn, kwargs, ("chunk_size", "A_log", "dt_bias", "transpose_state_layout"))
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-                    state_v_first, lower_bound, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite)
+                    state_v_first, lower_bound, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite,
+                    precision=precision)
     return _chunk(fn, "kda", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, extra,
                   strategy, threads)
 

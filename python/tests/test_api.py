@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import hanpu
-from conftest import bar, make_inputs, nmse
+from conftest import bar, err_ratio, make_inputs, nmse
 
 GDN_FNS = (hanpu.chunk_gated_delta_rule, hanpu.fused_recurrent_gated_delta_rule)
 KDA_FNS = (hanpu.chunk_kda, hanpu.fused_recurrent_kda)
@@ -253,3 +253,27 @@ def test_ten_thousand_calls_keep_resident_memory_flat():
             after_warmup = _resident_bytes()
     growth = _resident_bytes() - after_warmup
     assert growth < 4 << 20, f"resident memory grew by {growth} bytes over 9,000 calls"
+
+
+# --- precision modes (README "Precision modes") -------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind,chunk", [("gdn", hanpu.chunk_gated_delta_rule), ("kda", hanpu.chunk_kda)])
+def test_precision_modes(kind, chunk):
+    inp = make_inputs(kind, T=300, K=64, V=32, dtype=torch.bfloat16)
+    ref_o, ref_s = hanpu.reference(kind, **inp, output_final_state=True, use_qk_l2norm_in_kernel=True)
+    runs = {p: call(chunk, inp, output_final_state=True, use_qk_l2norm_in_kernel=True, precision=p)
+            for p in ("auto", "exact", "bf16")}
+    # auto on bf16 inputs is bf16, bit for bit; exact is another computation
+    assert torch.equal(runs["auto"][0], runs["bf16"][0]) and torch.equal(runs["auto"][1], runs["bf16"][1])
+    assert not torch.equal(runs["exact"][1], runs["bf16"][1])
+    floor = err_ratio(ref_o.to(torch.bfloat16), ref_o)
+    assert err_ratio(runs["exact"][0], ref_o) <= 1.01 * floor  # exact sits on the bf16 rounding floor
+    assert err_ratio(runs["bf16"][0], ref_o) <= 5e-3 and err_ratio(runs["bf16"][1], ref_s) <= 5e-3
+    # float32 inputs: auto is exact
+    f32 = {n: t.float() for n, t in inp.items()}
+    assert torch.equal(call(chunk, f32, precision="auto")[0], call(chunk, f32, precision="exact")[0])
+    with pytest.raises(ValueError, match="precision must be one of auto, exact, bf16"):
+        call(chunk, inp, precision="fp8")
+    with pytest.raises(TypeError, match="precision must be a str"):
+        call(chunk, inp, precision=16)

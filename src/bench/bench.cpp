@@ -10,6 +10,7 @@
 
 #include "core/strided.h"
 #include "exec/thread_pool.h"
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "plan/plan.h"
 #include "verify/verify.h"
@@ -82,14 +83,16 @@ const std::vector<Preset>& bench_presets() {
   return presets;
 }
 
-double measure_fma_peak(int threads) {
+double measure_fma_peak(int threads, bool bf16) {
+  const KernelSet& ks = active_kernels();
+  if (bf16 && !ks.bf16_peak) return 0;
   ThreadPool& pool = shared_pool(threads);
-  const int64_t iters = 20'000'000;
+  const int64_t iters = bf16 ? 10'000'000 : 20'000'000;
   std::vector<double> flops(threads), secs(threads);
   for (int round = 0; round < 2; ++round) {  // the first round warms up clocks
     pool.run([&](int t) {
       const auto t0 = Clock::now();
-      flops[t] = simd::fma_peak_kernel(iters);
+      flops[t] = bf16 ? ks.bf16_peak(iters) : simd::fma_peak_kernel(iters);
       secs[t] = ms_since(t0) / 1e3;
     });
   }
@@ -159,7 +162,8 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
     rec.flops = stats.flops;  // decay, S^T k, rank-1 update, S^T q: 4 multiply-adds per state entry
     rec.gflops = rec.flops / (rec.median_ms * 1e6);
     rec.utilization = rec.gflops / out->fma_peak_gflops;
-    rec.nmse_o = rec.nmse_state = NAN;  // not measured here: decode accuracy is covered by tests and verify
+    rec.nmse_o = rec.nmse_state = rec.rel_rms_o = rec.rel_rms_state = rec.bf16_floor_o = NAN;  // decode accuracy: tests, verify
+    rec.precision = "exact";
     rec.traffic_bytes = n * HV * K * V * 8 + static_cast<int64_t>((q.size() + k.size() + v.size() + o.size()) * 4);
     std::snprintf(line, sizeof line, "decode %s batch %lld: %.1f us per step", rec.kind.c_str(),
                   static_cast<long long>(n), rec.median_ms * 1e3);
@@ -195,6 +199,13 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   std::snprintf(line, sizeof line, "fp32 FMA peak, %d threads, %s: %.1f GFLOP/s", threads, simd::target_name(),
                 out->fma_peak_gflops);
   progress(line);
+  const KernelSet& ks = active_kernels();
+  out->matrix_unit = ks.bf16_peak ? ks.bf16_unit : "fp32 FMA";
+  out->matrix_peak_gflops = ks.bf16_peak ? measure_fma_peak(threads, true) : out->fma_peak_gflops;
+  std::snprintf(line, sizeof line, "bf16 GEMM unit: %s, peak %.1f GFLOP/s%s", ks.bf16_unit.c_str(),
+                out->matrix_peak_gflops,
+                ks.bf16_peak ? "" : " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)");
+  progress(line);
   if (cfg.decode) return run_decode_bench(cfg, threads, progress, out);
 
   const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
@@ -215,6 +226,8 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   Options opt;
   opt.kind = cfg.kind;
   opt.use_qk_l2norm_in_kernel = true;  // as Qwen3-Next / Qwen3.5 and Kimi Linear call the kernels
+  opt.precision = cfg.precision;
+  const bool bf16 = resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16;
 
   for (int64_t T : cfg.tokens) {
     auto prefix = [T](const Tensor& t) {
@@ -238,6 +251,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     Tensor ref_o(DType::kF64, {1, T, 1, V}), ref_s(DType::kF64, {1, 1, K, V});
     HANPU_RETURN_IF_ERROR(reference_forward(in0, opt, Outputs{ref_o.view(), ref_s.view()}));
     const std::vector<double> ro = to_doubles(ref_o.view()), rs = to_doubles(ref_s.view());
+    std::vector<double> ro16(ro.size());
+    for (std::size_t i = 0; i < ro.size(); ++i) ro16[i] = round_to_dtype(ro[i], DType::kBF16);
+    const double floor_o = std::sqrt(nmse(ro16, ro));
     for (auto [label, ec] : runs) {
       ec.threads = threads;
       Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
@@ -271,9 +287,17 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       sh.resize(K * V);  // value head 0
       rec.nmse_o = nmse(oh, ro);
       rec.nmse_state = nmse(sh, rs);
-      std::snprintf(line, sizeof line, "%s %s T=%lld %s: %.2f ms (%.1f GFLOP/s, %.0f%% of peak), nmse o %.1e S %.1e",
+      rec.precision = bf16 ? "bf16" : "exact";
+      rec.rel_rms_o = std::sqrt(rec.nmse_o);
+      rec.rel_rms_state = std::sqrt(rec.nmse_state);
+      rec.bf16_floor_o = floor_o;
+      rec.matrix_utilization = rec.gflops / (bf16 ? out->matrix_peak_gflops : out->fma_peak_gflops);
+      std::snprintf(line, sizeof line,
+                    "%s %s T=%lld %s %s: %.2f ms (%.1f GFLOP/s, %.0f%% of peak), rel. RMS o %.2e (%.2fx the bf16 "
+                    "floor) S %.2e",
                     rec.kind.c_str(), rec.preset.c_str(), static_cast<long long>(T), rec.strategy.c_str(),
-                    rec.median_ms, rec.gflops, 100 * rec.utilization, rec.nmse_o, rec.nmse_state);
+                    rec.precision.c_str(), rec.median_ms, rec.gflops, 100 * rec.matrix_utilization, rec.rel_rms_o,
+                    rec.rel_rms_o / floor_o, rec.rel_rms_state);
       progress(line);
       out->records.push_back(rec);
     }
@@ -284,18 +308,20 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
 std::string format_bench_table(const BenchReport& rep) {
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s\n", rep.fma_peak_gflops);
+  std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s; bf16 GEMM unit: %s, %.1f GFLOP/s\n",
+                rep.fma_peak_gflops, rep.matrix_unit.c_str(), rep.matrix_peak_gflops);
   s += line;
-  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %7s %5s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n", "kind",
-                "preset", "dtype", "T", "batch", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s", "util", "ws_MiB", "traffic_MiB",
-                "nmse_o", "nmse_S");
+  std::snprintf(line, sizeof line, "%-4s %-13s %-5s %-5s %7s %5s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n",
+                "kind", "preset", "dtype", "prec", "T", "batch", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s",
+                "util", "ws_MiB", "traffic_MiB", "rms_o", "rms_S");
   s += line;
   for (const BenchRecord& r : rep.records) {
     std::snprintf(line, sizeof line,
-                  "%-4s %-13s %-5s %7lld %5lld %-13s %9.3f %9.3f %9.3f %8.1f %5.0f%% %10.2f %11.1f %9.1e %9.1e\n",
-                  r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), static_cast<long long>(r.tokens),
-                  static_cast<long long>(r.batch), r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, 100 * r.utilization,
-                  r.peak_workspace_bytes / 1048576.0, r.traffic_bytes / 1048576.0, r.nmse_o, r.nmse_state);
+                  "%-4s %-13s %-5s %-5s %7lld %5lld %-13s %9.3f %9.3f %9.3f %8.1f %5.0f%% %10.2f %11.1f %9.2e %9.2e\n",
+                  r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), r.precision.c_str(), static_cast<long long>(r.tokens),
+                  static_cast<long long>(r.batch), r.strategy.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops,
+                  100 * (r.batch ? r.utilization : r.matrix_utilization), r.peak_workspace_bytes / 1048576.0,
+                  r.traffic_bytes / 1048576.0, r.rel_rms_o, r.rel_rms_state);
     s += line;
   }
   return s;
@@ -305,6 +331,9 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   nlohmann::json j;
   j["fma_peak_gflops"] = rep.fma_peak_gflops;
+  j["matrix_peak_gflops"] = rep.matrix_peak_gflops;
+  j["matrix_unit"] = rep.matrix_unit;
+  j["precision"] = precision_name(cfg.precision);
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();
   for (const BenchRecord& r : rep.records) {
@@ -313,7 +342,9 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
                             {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
                             {"flops", r.flops}, {"gflops", r.gflops}, {"utilization", r.utilization},
                             {"peak_workspace_bytes", r.peak_workspace_bytes}, {"traffic_bytes", r.traffic_bytes},
-                            {"nmse_o", num(r.nmse_o)}, {"nmse_state", num(r.nmse_state)}});
+                            {"nmse_o", num(r.nmse_o)}, {"nmse_state", num(r.nmse_state)}, {"precision", r.precision},
+                            {"rel_rms_o", num(r.rel_rms_o)}, {"rel_rms_state", num(r.rel_rms_state)},
+                            {"bf16_floor_o", num(r.bf16_floor_o)}, {"matrix_utilization", num(r.matrix_utilization)}});
   }
   return j.dump(2) + "\n";
 }

@@ -37,6 +37,7 @@ struct BenchConfig {
   std::vector<int64_t> decode_batches = {1, 2, 4, 8, 16, 32, 64};
   int threads = 0;
   DType dtype = DType::kF32;
+  Precision precision = Precision::kAuto;  // Options::precision of every prefill run
   int reps = 5;
   uint64_t seed = 1;
 };
@@ -49,15 +50,25 @@ struct BenchRecord {
   double median_ms = 0, min_ms = 0, max_ms = 0, gflops = 0, utilization = 0;
   int64_t peak_workspace_bytes = 0, traffic_bytes = 0;
   double flops = 0, nmse_o = 0, nmse_state = 0;
+  std::string precision;  // the mode the run resolved to: "exact" or "bf16"
+  // FLA's metric ||x - ref|| / ||ref|| against the fp64 reference (value head 0), and the floor of o: the
+  // relative RMS of the reference merely rounded to bf16 (the bf16 mode's bar is 1.5x of it).
+  double rel_rms_o = 0, rel_rms_state = 0, bf16_floor_o = 0;
+  double matrix_utilization = 0;  // gflops / matrix_peak_gflops
 };
 
 struct BenchReport {
   double fma_peak_gflops = 0;
+  // The peak of the unit the bf16 mode's GEMMs run on, measured in the same run (the bf16 dot product of
+  // the kernel set, or the fp32 FMA peak where it has none), and that unit's name.
+  double matrix_peak_gflops = 0;
+  std::string matrix_unit;
   std::vector<BenchRecord> records;
 };
 
-// Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s).
-double measure_fma_peak(int threads);
+// Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s); with bf16, the peak of the
+// kernel set's bf16 dot-product probe (0 when the set has none).
+double measure_fma_peak(int threads, bool bf16 = false);
 
 // Runs the benchmark; `progress` gets one line per finished measurement.
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out);

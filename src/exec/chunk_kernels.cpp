@@ -132,13 +132,13 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
 
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt) {
-  simd::gemm_nn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  (cnt.bf16 ? simd::gemm_nn_bf16 : simd::gemm_nn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  simd::gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  (cnt.bf16 ? simd::gemm_tn_bf16 : simd::gemm_tn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 

@@ -13,11 +13,18 @@
 
 namespace hanpu {
 
-// Executed-work counters of one thread.
+// One thread's executed-work counters, and the precision its GEMMs run at (gemm / gemm_tn below pick the
+// kernel set's bf16 entries when bf16 is set: Problem::bf16_gemm).
 struct Counters {
   double flops = 0;
   int64_t traffic_bytes = 0;
+  bool bf16 = false;
 };
+
+// Counters for the threads of a call on problem p.
+inline std::vector<Counters> counters_for(const Problem& p, int threads) {
+  return std::vector<Counters>(static_cast<std::size_t>(threads), Counters{0, 0, p.bf16_gemm});
+}
 
 // One chunk of one (sequence, value head): L rows starting at token t0, value columns [c0, c0 + Vc).
 struct ChunkRows {
@@ -68,7 +75,7 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt);
 
-// gemm_nn / gemm_tn calls that count their executed flops.
+// gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt);
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,

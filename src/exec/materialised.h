@@ -34,7 +34,7 @@ struct Scratch {
 // The pool threads of a materialising strategy, each with its scratch and counters.
 class Workers {
  public:
-  Workers(ThreadPool& pool, const Problem& p) : cnt_(pool.size()) {
+  Workers(ThreadPool& pool, const Problem& p) : cnt_(counters_for(p, pool.size())) {
     for (int t = 0; t < pool.size(); ++t) {
       ws_.push_back(std::make_unique<Scratch>(p.opt.chunk_size, p.K, p.V, p.gate_width()));
     }

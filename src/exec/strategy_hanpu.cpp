@@ -14,6 +14,12 @@
 //   V' = T diag(beta) (V - KS),  O = QS + P V'
 //   S <- e^{G_last} o S + (K o e^{G_last - G})^T V'        (chunk-first: in place, after the last read)
 // With gemm_first off it runs FLA's order: W = T diag(beta) (K o e^G), U = T diag(beta) V, V' = U - W S.
+//
+// bf16 precision mode, GDN: the decays are per-row scalars, so they are applied to GEMM results in fp32
+// instead of to operands that are then rounded: KS = diag(e^G) (K S), QS = diag(e^G) (Q~ S), and the
+// update's decay moves to the V' side, (K o e^{G_last - G})^T V' = K^T (diag(e^{G_last - G}) V'), so the
+// key operand stays the (already bf16) key and only one operand per product carries a fresh rounding.
+// (KDA's per-channel decays cannot leave the operands.)
 #include <algorithm>
 #include <memory>
 
@@ -32,6 +38,9 @@ namespace {
 // other half for the chunk intermediates (about 0.5 MiB at C = 64, K = V = 128).
 constexpr int64_t kGroupStateBytes = 512 * 1024;
 
+// bf16 GDN: decays applied to GEMM results, not rounded operands (see the top of this file).
+bool decays_on_results(const Problem& p) { return p.bf16_gemm && p.kind == Kind::kGdn; }
+
 struct Work {
   int64_t n, hv, c0, Vc;
 };
@@ -48,14 +57,15 @@ struct HeadWorkspace {
   int64_t C, K, V, w;
   PreparedChunk prep;
   std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
-  std::vector<float> Qs, Kd, Vb, PV;  // sized by fit() for the steps a program uses
+  std::vector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
         Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
 
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
-  void fit(const ChunkProgram& prog, int64_t vmax) {
+  void fit(const ChunkProgram& prog, int64_t vmax, bool decay_on_results) {
+    Vd.resize(decay_on_results ? C * V : 0);
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
     Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
@@ -70,7 +80,7 @@ struct HeadWorkspace {
   int64_t bytes() const {
     const std::size_t floats = kt.size() + A.size() + KS.size() + X.size() + Vn.size() + O.size() + KQ.size() +
                                states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
-                               PV.size();
+                               PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
     return prep.bytes() + static_cast<int64_t>(floats * sizeof(float));
   }
@@ -112,14 +122,31 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   const float* e = in.eg.data();
   float* dst = prog.in_place ? S : ws.S_next.data();
   bool qs_done = false, pv_in_o = false;
+  const bool decay_on_results = decays_on_results(p);
   for (plan::OpCode op : prog.ops) {
     switch (op) {
-      case plan::OpCode::kKe: simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K); break;
-      case plan::OpCode::kKS: gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
-      case plan::OpCode::kQs: simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K); break;
+      case plan::OpCode::kKe:
+        if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
+        break;
+      case plan::OpCode::kKS:
+        if (decay_on_results) {
+          gemm(L, Vc, K, in.k.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
+          simd::scale_rows(L, Vc, ws.KS.data(), Vc, e, 1, nullptr, ws.KS.data(), Vc);
+        } else {
+          gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
+        }
+        break;
+      case plan::OpCode::kQs:
+        if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
+        break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        gemm(L, Vc, K, ws.Qs.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+        if (decay_on_results) {
+          gemm(L, Vc, K, in.q.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+          simd::scale_rows(L, Vc, ws.O.data(), Vc, e, 1, nullptr, ws.O.data(), Vc);
+        } else {
+          gemm(L, Vc, K, ws.Qs.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
+        }
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
@@ -148,9 +175,18 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
         break;
       case plan::OpCode::kKd:
-        if (!prog.packed_update) simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
+        if (!prog.packed_update && !decay_on_results) {
+          simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
+        }
         break;
       case plan::OpCode::kKtV:
+        if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'), K read transposed in place or from a panel
+          simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, nullptr, ws.Vd.data(), Vc);
+          if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
+          update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
+                       dst, cnt);
+          break;
+        }
         // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
@@ -233,7 +269,7 @@ void run_heads(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
       i = j;
     }
     ws.states.resize(g_used * p.K * vmax);
-    ws.fit(prog, vmax);
+    ws.fit(prog, vmax, decays_on_results(p));
     ws_bytes[t] = ws.bytes();
     for (const auto& [b, e] : groups) {
       run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), prog, ws, out, counters[t]);
@@ -273,7 +309,7 @@ int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const pla
   runner.run(pool, 1, 2, [&](int, int t, const plan::WorkItem& it) {
     HeadWorkspace& ws = thread_workspace(p, vmax);
     ws.states.resize(p.K * vmax);
-    ws.fit(prog, vmax);
+    ws.fit(prog, vmax, decays_on_results(p));
     ws_bytes[t] = ws.bytes();
     float* S = ws.states.data();
     const Work wk{it.seq, it.hv, it.col0, it.cols};
@@ -297,7 +333,7 @@ void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& 
                RunStats* stats) {
   const int threads = pool.size();
   const RowLoader<float> rows(p);
-  std::vector<Counters> counters(threads);
+  std::vector<Counters> counters = counters_for(p, threads);
   std::vector<int64_t> ws_bytes(threads, 0);
   const bool fallback = mp.phases[0].work == plan::Work::kPrepare;
   int64_t stored = 0;

@@ -41,6 +41,17 @@ struct KernelSet {
                     float* out_a, float* out_b);
   // Rounds of twelve independent register FMA chains; returns the flops executed (the fp32 peak probe).
   double (*fma_peak)(int64_t iters);
+  // The bf16 precision mode's GEMMs: the gemm_nn / gemm_tn products with both operands rounded to bf16
+  // (nearest, ties to even) on the way in, exact products, fp32 accumulation. Sets with a bf16 dot-product
+  // instruction accumulate pairs of products per step (their sums may differ from the reference set's
+  // in the last bits); the others round into copies and run their fp32 GEMM.
+  void (*gemm_nn_bf16)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                       bool acc, float* C, int64_t ldc);
+  void (*gemm_tn_bf16)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                       bool acc, float* C, int64_t ldc);
+  std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
+  // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
+  double (*bf16_peak)(int64_t iters);
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.
@@ -53,6 +64,8 @@ const KernelSet& active_kernels();
 
 // Providers (one per instruction-set family) append the sets they compiled and the CPU supports.
 void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.cc
+// With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others.
+void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
 KernelSet make_reference_kernel_set();                          // kernels/reference_kernels.cpp
 
 }  // namespace hanpu

@@ -3,6 +3,7 @@
 // and obviously right; the other sets are tested against it.
 #include <cmath>
 
+#include "kernels/bf16_round.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_set.h"
 
@@ -87,11 +88,18 @@ double fma_peak(int64_t iters) {
   return 2.0 * 12.0 * static_cast<double>(iters);
 }
 
+template <bool TransA>
+void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
+               float* C, int64_t ldc) {
+  gemm_bf16_by_rounding(&gemm<TransA>, TransA, M, N, Kd, A, lda, B, ldb, acc, C, ldc);
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
-          &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak};
+          &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
+          &gemm_bf16<false>, &gemm_bf16<true>, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/bf16_round.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 
@@ -295,13 +296,25 @@ void RowDots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const flo
   }
 }
 
+// The portable bf16 GEMMs: operands rounded into copies, then this target's fp32 GEMM.
+void GemmNNBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                bool accumulate, float* C, int64_t ldc) {
+  gemm_bf16_by_rounding(&GemmNN, false, M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void GemmTNBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                bool accumulate, float* C, int64_t ldc) {
+  gemm_bf16_by_rounding(&GemmTN, true, M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
-          &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak};
+          &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
+          &GemmNNBf16,  &GemmTNBf16,        "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -337,6 +350,16 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc) {
   active_kernels().gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void gemm_nn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  bool accumulate, float* C, int64_t ldc) {
+  active_kernels().gemm_nn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  bool accumulate, float* C, int64_t ldc) {
+  active_kernels().gemm_tn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }

@@ -28,6 +28,13 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc);
 
+// gemm_nn / gemm_tn with both operands rounded to bf16 on the way in and fp32 accumulation (the bf16
+// precision mode): on AVX512-BF16 dot products where the CPU has them, else on the rounded fp32 operands.
+void gemm_nn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  bool accumulate, float* C, int64_t ldc);
+void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  bool accumulate, float* C, int64_t ldc);
+
 // sum x[i]^2, i < n (fp32 lanes, reduced in double).
 double sum_squares(int64_t n, const float* x);
 

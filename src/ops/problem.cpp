@@ -150,6 +150,9 @@ Status check_options(const Options& opt, Mode mode) {
       return InvalidArgument("lower_bound must be finite and < 0, got " + std::to_string(*opt.lower_bound));
     }
   }
+  if (opt.precision != Precision::kAuto && opt.precision != Precision::kExact && opt.precision != Precision::kBf16) {
+    return InvalidArgument("precision must be auto, exact or bf16, got " + std::to_string(static_cast<int>(opt.precision)));
+  }
   if (opt.allow_neg_eigval && !opt.use_beta_sigmoid_in_kernel) {
     return InvalidArgument("allow_neg_eigval needs use_beta_sigmoid_in_kernel");
   }
@@ -263,6 +266,7 @@ Status validate_problem(const Inputs& in, const Options& opt, Mode mode, Problem
   }
   p->opt = opt;
   p->scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(static_cast<double>(p->K));
+  p->bf16_gemm = resolve_precision(opt.precision, in.q.dtype) == Precision::kBf16;
   if (in.initial_state) {
     if (mode == Mode::kSlots) return InvalidArgument("initial_state must be empty for slot decoding (the pool is the state)");
     HANPU_RETURN_IF_ERROR(validate_state(*p, *in.initial_state, "initial_state", p->N, true));

@@ -21,6 +21,7 @@ struct Problem {
   int64_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0, N = 0;
   int64_t group = 1;  // HV / H: value head hv reads q/k head hv / group
   double scale = 1.0;
+  bool bf16_gemm = false;  // Options::precision resolved to kBf16: GEMM operands rounded to bf16
   std::vector<Sequence> seqs;
   Inputs in;
   Options opt;

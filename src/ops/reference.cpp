@@ -14,4 +14,23 @@ Status reference_forward(const Inputs& in, const Options& opt, const Outputs& ou
 
 const char* kind_name(Kind k) { return k == Kind::kGdn ? "gdn" : "kda"; }
 
+const char* precision_name(Precision p) {
+  return p == Precision::kAuto ? "auto" : p == Precision::kExact ? "exact" : "bf16";
+}
+
+bool parse_precision(const std::string& name, Precision* out) {
+  for (Precision p : {Precision::kAuto, Precision::kExact, Precision::kBf16}) {
+    if (name == precision_name(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+Precision resolve_precision(Precision p, DType q_dtype) {
+  if (p != Precision::kAuto) return p;
+  return q_dtype == DType::kBF16 ? Precision::kBf16 : Precision::kExact;
+}
+
 }  // namespace hanpu

@@ -72,6 +72,9 @@ Options parse_options(const std::string& kind, const py::dict& o) {
   flag("allow_neg_eigval", &opt.allow_neg_eigval);
   flag("state_v_first", &opt.state_v_first);
   flag("check_finite", &opt.check_finite);
+  if (o.contains("precision") && !parse_precision(o["precision"].cast<std::string>(), &opt.precision)) {
+    throw py::value_error("precision must be auto, exact or bf16, got " + o["precision"].cast<std::string>());
+  }
   return opt;
 }
 
@@ -187,6 +190,7 @@ PYBIND11_MODULE(_hanpu, m) {
     for (const hanpu::KernelSet& k : hanpu::kernel_sets()) names.push_back(k.name);
     return names;
   });
+  m.def("bf16_unit", [] { return hanpu::active_kernels().bf16_unit; });
   m.def("resolve_threads", &hanpu::ThreadPool::resolve, py::arg("threads"));
   m.def("strategies", [] {
     std::vector<std::string> names;

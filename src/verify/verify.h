@@ -23,7 +23,11 @@ struct InstanceResult {
   // Worst NMSE vs the reference over the engine's strategies (when they ran), and which one it was.
   double engine_o = 0, engine_s = 0;
   std::string engine_worst;
-  double bar_o = 0, bar_s = 0;  // pass if every o value <= bar_o and every state value <= bar_s
+  // Pass if every o value <= bar_o and every state value <= bar_s; the recurrent path (no GEMMs, exact in
+  // every mode) against the exact bars rec_bar_o / rec_bar_s.
+  double bar_o = 0, bar_s = 0, rec_bar_o = 0, rec_bar_s = 0;
+  std::string precision;  // the mode the chunk and engine paths ran at: "exact" or "bf16"
+  double fla_o = 0, fla_s = 0;  // bf16: NMSE of the FLA half-precision emulation's o and final state
   double seconds = 0;
   bool passed = false;
   std::string error;  // a Status message when a path rejected the instance (a failure)
@@ -34,8 +38,19 @@ struct InstanceResult {
 // to out_dtype, plus the same absolute term.
 double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType out_dtype);
 
+// The bars of the bf16 precision mode, in FLA's relative RMS metric (NMSE is its square). An output passes
+// if it meets the fixed bar or is no worse than FLA's own half-precision dataflow on the same inputs
+// (ops/fla_emulation.h), within a margin for the sampling noise of a relative RMS over n values:
+//   o:     max(1.5 x the relative RMS of the fp64 result rounded to bf16 (4e-3 for f16 or f32 inputs, whose
+//          own rounding to bf16 operands is part of the error), margin(n) x the emulation's);
+//   state: max(2.5e-3, margin(n) x the emulation's);
+//   margin(n) = 1.1 + 6 / sqrt(n) (the errors of one instance are correlated: fewer than n independent samples).
+double bf16_margin(std::size_t n);
+double accuracy_bar_bf16_o(const Instance& inst, const std::vector<double>& ref, double fla_o_nmse);
+double accuracy_bar_bf16_state(std::size_t n, double fla_s_nmse);
+
 // Runs one instance through the reference, chunk and recurrent paths and, with `engine`, through every
-// strategy of the CPU engine (2 threads).
+// strategy of the CPU engine (2 threads), at the instance's precision (inst.opt.precision).
 InstanceResult run_instance(const Instance& inst, bool engine = false);
 
 struct VerifyConfig {
@@ -43,6 +58,7 @@ struct VerifyConfig {
   uint64_t seed = 1;
   int threads = 0;  // 0: hardware concurrency
   bool engine = true;  // also check every engine strategy
+  Precision precision = Precision::kAuto;  // of every instance (auto: bf16 for the bf16-input instances)
 };
 
 struct VerifyReport {

@@ -1,0 +1,41 @@
+// Rounding GEMM operands to bf16 for the bf16 precision mode (ops.h Precision::kBf16), kept in fp32
+// storage: a bf16 value is an fp32 whose low 16 bits are zero, so the fp32 kernels compute with exactly
+// the rounded operands (every product of two bf16 values is exact in fp32). The portable bf16 GEMMs of
+// every kernel set without a bf16 dot-product instruction are these roundings followed by the set's fp32
+// GEMM.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hanpu/tensor.h"
+
+namespace hanpu {
+
+// x rounded to the nearest bf16 (ties to even; NaN stays NaN), as an fp32.
+inline float round_bf16(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
+
+// dst[r * cols + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols (dst contiguous).
+inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, std::vector<float>* dst) {
+  dst->resize(static_cast<std::size_t>(rows * cols));
+  float* d = dst->data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = round_bf16(src[r * lds + c]);
+  }
+}
+
+using GemmFn = void (*)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                        bool acc, float* C, int64_t ldc);
+
+// C = (acc ? C : 0) + op(bf16(A)) bf16(B) through the fp32 GEMM `f32` of the same form (gemm_nn, or
+// gemm_tn with trans_a: A stored [Kd, M]): the operands are rounded into per-thread copies first.
+inline void gemm_bf16_by_rounding(GemmFn f32, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A,
+                                  int64_t lda, const float* B, int64_t ldb, bool acc, float* C, int64_t ldc) {
+  thread_local std::vector<float> a, b;
+  const int64_t a_rows = trans_a ? Kd : M, a_cols = trans_a ? M : Kd;
+  round_block_bf16(a_rows, a_cols, A, lda, &a);
+  round_block_bf16(Kd, N, B, ldb, &b);
+  f32(M, N, Kd, a.data(), a_cols, b.data(), N, acc, C, ldc);
+}
+
+}  // namespace hanpu

@@ -1,0 +1,170 @@
+// The bf16 GEMMs on AVX512-BF16 (VDPBF16PS: per fp32 lane, acc += a[2i+1] b[2i+1], then + a[2i] b[2i], each
+// product exact): AMD Zen 4/5 and Intel Cooper Lake and later. This file is compiled with -mavx512bf16 and
+// runs only after the run-time check in append_avx512bf16_kernel_sets; Highway 1.0.3 has no bf16 dot
+// product, hence its own translation unit.
+//
+// C[M, N] (+)= op(A)[M, Kd] B[Kd, N] with Kp = ceil(Kd / 2) pairs along Kd:
+//   A is converted to bf16 row-major, row r = Kp 32-bit words (A[r, 2p], A[r, 2p + 1]), one word broadcast
+//     per step;
+//   B is packed to the dot-product layout: word (p, n) = (B[2p, n], B[2p + 1, n]), N padded to 16 lanes;
+//   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
+// Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
+// mask. Every output element is one chain over p in order, whatever block it falls in, so column splits
+// give identical columns (results are bit-identical for any thread count).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernel_set.h"
+
+namespace hanpu {
+namespace {
+
+constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
+constexpr int64_t kLanes = 16;
+
+// Rounds 16 floats (the low `n` of them, the rest zero) and the next 16 (`n2`) to 32 bf16 in order.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i to_bf16_pairs(const float* lo, int64_t n,
+                                                                                     const float* hi, int64_t n2) {
+  const __m512 x0 = _mm512_maskz_loadu_ps(n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1), lo);
+  const __m512 x1 = n2 <= 0 ? _mm512_setzero_ps()
+                            : _mm512_maskz_loadu_ps(n2 >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n2) - 1), hi);
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 from x0, 16-31 from x1
+}
+
+// op(A) [M, Kd] to bf16 rows of Kp words. A transposed operand is gathered into an fp32 row first.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(bool trans, int64_t M, int64_t Kd, const float* A,
+                                                                   int64_t lda, std::vector<uint32_t>* out) {
+  const int64_t Kp = (Kd + 1) / 2;
+  out->resize(static_cast<std::size_t>(M * Kp + kLanes));
+  thread_local std::vector<float> row;
+  row.resize(static_cast<std::size_t>(Kd));
+  for (int64_t r = 0; r < M; ++r) {
+    const float* src = A + r * lda;
+    if (trans) {
+      for (int64_t p = 0; p < Kd; ++p) row[p] = A[p * lda + r];
+      src = row.data();
+    }
+    uint32_t* dst = out->data() + r * Kp;
+    for (int64_t c = 0; c < Kd; c += 2 * kLanes) {  // 32 values = 16 words per step
+      const __m512i v = to_bf16_pairs(src + c, Kd - c, src + c + kLanes, Kd - c - kLanes);
+      const int64_t words = std::min<int64_t>(kLanes, (Kd - c + 1) / 2);
+      _mm512_mask_storeu_epi32(dst + c / 2, static_cast<__mmask16>(words >= kLanes ? 0xFFFF : (1u << words) - 1), v);
+    }
+  }
+}
+
+// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]), rows of Np = ceil16(N) words.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb,
+                                                                   int64_t Np, std::vector<uint32_t>* out) {
+  const int64_t Kp = (Kd + 1) / 2;
+  out->resize(static_cast<std::size_t>(Kp * Np));
+  // After cvtne2ps: bf16 lane i < 16 is B[2p, j + i], lane 16 + i is B[2p + 1, j + i]; interleave them.
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t p = 0; p < Kp; ++p) {
+    const float* r0 = B + 2 * p * ldb;
+    const float* r1 = r0 + ldb;
+    const bool has_r1 = 2 * p + 1 < Kd;
+    for (int64_t j = 0; j < Np; j += kLanes) {
+      const int64_t n = N - j;
+      const __m512i v = to_bf16_pairs(r0 + j, n, r1 + j, has_r1 ? n : 0);
+      _mm512_storeu_si512(out->data() + p * Np + j, _mm512_permutexvar_epi16(idx, v));
+    }
+  }
+}
+
+// C[MR rows, NV vectors] (+)= Ap rows . Bp columns over Kp words; the last vector's stores and loads are
+// masked to `last` columns.
+template <int MR, int NV>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const uint32_t* Ap,
+                                                                         const uint32_t* Bp, int64_t Np, bool accumulate,
+                                                                         float* C, int64_t ldc, __mmask16 last) {
+  __m512 acc[MR][NV];
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? last : 0xFFFF;
+      acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(m, C + r * ldc + v * kLanes) : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t p = 0; p < Kp; ++p) {
+    __m512i b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(Bp + p * Np + v * kLanes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * Kp + p]));
+      for (int v = 0; v < NV; ++v) {
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b[v]));
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(C + r * ldc + v * kLanes, v == NV - 1 ? last : 0xFFFF, acc[r][v]);
+  }
+}
+
+template <int NV>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const uint32_t* Ap,
+                                                                 const uint32_t* Bp, int64_t Np, bool accumulate,
+                                                                 float* C, int64_t ldc, __mmask16 last) {
+  int64_t i = 0;
+  for (; i + kMR <= M; i += kMR) block<kMR, NV>(Kp, Ap + i * Kp, Bp, Np, accumulate, C + i * ldc, ldc, last);
+  for (; i < M; ++i) block<1, NV>(Kp, Ap + i * Kp, Bp, Np, accumulate, C + i * ldc, ldc, last);
+}
+
+template <bool TransA>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A,
+                                                                      int64_t lda, const float* B, int64_t ldb,
+                                                                      bool accumulate, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> ap, bp;
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
+  pack_a(TransA, M, Kd, A, lda, &ap);
+  pack_b(N, Kd, B, ldb, Np, &bp);
+  int64_t j = 0;
+  for (; j + 2 * kLanes <= N; j += 2 * kLanes) rows<2>(M, Kp, ap.data(), bp.data() + j, Np, accumulate, C + j, ldc, 0xFFFF);
+  while (j < N) {
+    const int64_t n = N - j;
+    const __mmask16 last = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+    rows<1>(M, Kp, ap.data(), bp.data() + j, Np, accumulate, C + j, ldc, last);
+    j += kLanes;
+  }
+}
+
+// Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_peak(int64_t iters) {
+  __m512 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  const __m512i a = _mm512_set1_epi32(0x3F803F80), b = _mm512_set1_epi32(0x3C003C00);  // (1, 1) and (2^-7, 2^-7)
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 12; ++k) {
+      acc[k] = _mm512_dpbf16_ps(acc[k], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+    }
+  }
+  __m512 sum = acc[0];
+  for (int k = 1; k < 12; ++k) sum = _mm512_add_ps(sum, acc[k]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return 64.0 * 12.0 * static_cast<double>(iters);
+}
+
+}  // namespace
+
+void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) return;
+  for (const KernelSet& s : *out) {
+    if (s.name != "AVX3") continue;
+    KernelSet k = s;  // AVX3's entries, with the bf16 GEMMs on the dot-product instruction
+    k.name = "AVX3+BF16";
+    k.gemm_nn_bf16 = &gemm_bf16<false>;
+    k.gemm_tn_bf16 = &gemm_bf16<true>;
+    k.bf16_unit = "AVX512-BF16 dot products";
+    k.bf16_peak = &bf16_peak;
+    out->insert(out->begin(), k);
+    return;
+  }
+}
+
+}  // namespace hanpu
