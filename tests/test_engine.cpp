@@ -98,43 +98,49 @@ TEST(Engine, Bf16ModeMeetsItsBarsOnEveryStrategy) {
   }
 }
 
+// In both precision modes (the bf16 GEMMs keep one accumulation chain per output column as well).
 TEST(Engine, HanpuIsBitIdenticalForOneToEightThreads) {
   // (N sequences, HV heads, V): 5 heads on 3 threads and 1 head on 2 threads exercise the tail split;
   // V = 100 and 256 put column splits inside and at the end of the GEMM column blocks.
   struct Shape {
     int64_t B, HV, V;
   } shapes[] = {{1, 5, 100}, {1, 1, 256}, {2, 3, 40}, {1, 4, 17}, {1, 1, 5}};  // the last: extreme tail
-  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
-    for (const Shape& sh : shapes) {
-      TensorFile f = testing::small_problem(kind, DType::kF32, sh.B, 70, 1, sh.HV, 24, sh.V, sh.HV * 10 + sh.V);
-      Inputs in;
-      ASSERT_TRUE(bind_inputs(f, &in).ok());
-      Options opt;
-      opt.kind = kind;
-      opt.chunk_size = 32;
-      Tensor o1, s1;
-      for (int threads = 1; threads <= 8; ++threads) {
-        EngineConfig cfg;
-        cfg.threads = threads;
-        Tensor o(DType::kF32, {sh.B, 70, sh.HV, sh.V}), s(DType::kF32, {sh.B, sh.HV, 24, sh.V});
-        RunStats st;
-        ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o.view(), s.view()}, &st).ok());
-        // one head of 5 columns is a single slice on every SIMD target (column blocks of >= 8): from 2
-        // threads on it takes the chunk-parallel fallback (so may other shapes at 8 threads); bits must not
-        // change either way
-        if (sh.HV == 1 && sh.V == 5) {
-          EXPECT_EQ(st.dataflow != "hanpu", threads >= 2) << st.dataflow;
+  for (Precision precision : {Precision::kExact, Precision::kBf16}) {
+    for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+      for (const Shape& sh : shapes) {
+        TensorFile f = testing::small_problem(kind, DType::kF32, sh.B, 70, 1, sh.HV, 24, sh.V, sh.HV * 10 + sh.V);
+        Inputs in;
+        ASSERT_TRUE(bind_inputs(f, &in).ok());
+        Options opt;
+        opt.kind = kind;
+        opt.chunk_size = 32;
+        opt.precision = precision;
+        Tensor o1, s1;
+        for (int threads = 1; threads <= 8; ++threads) {
+          EngineConfig cfg;
+          cfg.threads = threads;
+          Tensor o(DType::kF32, {sh.B, 70, sh.HV, sh.V}), s(DType::kF32, {sh.B, sh.HV, 24, sh.V});
+          RunStats st;
+          ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o.view(), s.view()}, &st).ok());
+          // one head of 5 columns is a single slice on every SIMD target (column blocks of >= 8): from 2
+          // threads on it takes the chunk-parallel fallback (so may other shapes at 8 threads); bits must not
+          // change either way
+          if (sh.HV == 1 && sh.V == 5) {
+            EXPECT_EQ(st.dataflow != "hanpu", threads >= 2) << st.dataflow;
+          }
+          if (threads == 1) {
+            EXPECT_EQ(st.dataflow, "hanpu");
+          }
+          if (threads == 1) {
+            o1 = o;
+            s1 = s;
+            continue;
+          }
+          EXPECT_EQ(o.bytes, o1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads
+                                       << " " << precision_name(precision);
+          EXPECT_EQ(s.bytes, s1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads
+                                       << " " << precision_name(precision);
         }
-        if (threads == 1) {
-          EXPECT_EQ(st.dataflow, "hanpu");
-        }
-        if (threads == 1) {
-          o1 = o;
-          s1 = s;
-          continue;
-        }
-        EXPECT_EQ(o.bytes, o1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads;
-        EXPECT_EQ(s.bytes, s1.bytes) << kind_name(kind) << " HV=" << sh.HV << " V=" << sh.V << " threads=" << threads;
       }
     }
   }

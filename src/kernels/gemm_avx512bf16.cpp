@@ -5,7 +5,7 @@
 //
 // C[M, N] (+)= op(A)[M, Kd] B[Kd, N] with Kp = ceil(Kd / 2) pairs along Kd:
 //   A is converted to bf16 row-major, row r = Kp 32-bit words (A[r, 2p], A[r, 2p + 1]), one word broadcast
-//     per step;
+//     per step (a transposed A, stored [Kd, M], is packed like B: its words are already op(A)'s pairs);
 //   B is packed to the dot-product layout: word (p, n) = (B[2p, n], B[2p + 1, n]), N padded to 16 lanes;
 //   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
 // Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
@@ -33,20 +33,20 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i to_bf16_pa
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 from x0, 16-31 from x1
 }
 
-// op(A) [M, Kd] to bf16 rows of Kp words. A transposed operand is gathered into an fp32 row first.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(bool trans, int64_t M, int64_t Kd, const float* A,
-                                                                   int64_t lda, std::vector<uint32_t>* out) {
+// Grows a per-thread buffer to n words without initialising or ever shrinking it (every word the
+// kernels read is written first).
+uint32_t* words(std::vector<uint32_t>* buf, int64_t n) {
+  if (static_cast<int64_t>(buf->size()) < n) buf->resize(static_cast<std::size_t>(n));
+  return buf->data();
+}
+
+// op(A) = A [M, Kd] to bf16 rows of Kp words (row r at r * Kp).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(int64_t M, int64_t Kd, const float* A, int64_t lda,
+                                                                   uint32_t* out) {
   const int64_t Kp = (Kd + 1) / 2;
-  out->resize(static_cast<std::size_t>(M * Kp + kLanes));
-  thread_local std::vector<float> row;
-  row.resize(static_cast<std::size_t>(Kd));
   for (int64_t r = 0; r < M; ++r) {
     const float* src = A + r * lda;
-    if (trans) {
-      for (int64_t p = 0; p < Kd; ++p) row[p] = A[p * lda + r];
-      src = row.data();
-    }
-    uint32_t* dst = out->data() + r * Kp;
+    uint32_t* dst = out + r * Kp;
     for (int64_t c = 0; c < Kd; c += 2 * kLanes) {  // 32 values = 16 words per step
       const __m512i v = to_bf16_pairs(src + c, Kd - c, src + c + kLanes, Kd - c - kLanes);
       const int64_t words = std::min<int64_t>(kLanes, (Kd - c + 1) / 2);
@@ -55,11 +55,11 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(bool trans, i
   }
 }
 
-// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]), rows of Np = ceil16(N) words.
+// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]), rows of Np = ceil16(N) words. A transposed A
+// operand (stored [Kd, M]) is packed the same way: word (p, r) is then op(A)'s pair (r, p).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb,
-                                                                   int64_t Np, std::vector<uint32_t>* out) {
+                                                                   int64_t Np, uint32_t* out) {
   const int64_t Kp = (Kd + 1) / 2;
-  out->resize(static_cast<std::size_t>(Kp * Np));
   // After cvtne2ps: bf16 lane i < 16 is B[2p, j + i], lane 16 + i is B[2p + 1, j + i]; interleave them.
   alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
@@ -71,17 +71,18 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, in
     for (int64_t j = 0; j < Np; j += kLanes) {
       const int64_t n = N - j;
       const __m512i v = to_bf16_pairs(r0 + j, n, r1 + j, has_r1 ? n : 0);
-      _mm512_storeu_si512(out->data() + p * Np + j, _mm512_permutexvar_epi16(idx, v));
+      _mm512_storeu_si512(out + p * Np + j, _mm512_permutexvar_epi16(idx, v));
     }
   }
 }
 
-// C[MR rows, NV vectors] (+)= Ap rows . Bp columns over Kp words; the last vector's stores and loads are
-// masked to `last` columns.
+// C[MR rows, NV vectors] (+)= Ap rows . Bp columns over Kp words, A's word (r, p) at Ap[r * ars + p * aps];
+// the last vector's stores and loads are masked to `last` columns.
 template <int MR, int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const uint32_t* Ap,
-                                                                         const uint32_t* Bp, int64_t Np, bool accumulate,
-                                                                         float* C, int64_t ldc, __mmask16 last) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const uint32_t* Ap, int64_t ars,
+                                                                         int64_t aps, const uint32_t* Bp, int64_t Np,
+                                                                         bool accumulate, float* C, int64_t ldc,
+                                                                         __mmask16 last) {
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     for (int v = 0; v < NV; ++v) {
@@ -93,7 +94,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t
     __m512i b[NV];
     for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(Bp + p * Np + v * kLanes);
     for (int r = 0; r < MR; ++r) {
-      const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * Kp + p]));
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * ars + p * aps]));
       for (int v = 0; v < NV; ++v) {
         acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b[v]));
       }
@@ -105,12 +106,15 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t
 }
 
 template <int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const uint32_t* Ap,
-                                                                 const uint32_t* Bp, int64_t Np, bool accumulate,
-                                                                 float* C, int64_t ldc, __mmask16 last) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const uint32_t* Ap, int64_t ars,
+                                                                 int64_t aps, const uint32_t* Bp, int64_t Np,
+                                                                 bool accumulate, float* C, int64_t ldc,
+                                                                 __mmask16 last) {
   int64_t i = 0;
-  for (; i + kMR <= M; i += kMR) block<kMR, NV>(Kp, Ap + i * Kp, Bp, Np, accumulate, C + i * ldc, ldc, last);
-  for (; i < M; ++i) block<1, NV>(Kp, Ap + i * Kp, Bp, Np, accumulate, C + i * ldc, ldc, last);
+  for (; i + kMR <= M; i += kMR) {
+    block<kMR, NV>(Kp, Ap + i * ars, ars, aps, Bp, Np, accumulate, C + i * ldc, ldc, last);
+  }
+  for (; i < M; ++i) block<1, NV>(Kp, Ap + i * ars, ars, aps, Bp, Np, accumulate, C + i * ldc, ldc, last);
 }
 
 template <bool TransA>
@@ -118,16 +122,24 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M,
                                                                       int64_t lda, const float* B, int64_t ldb,
                                                                       bool accumulate, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> ap, bp;
-  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  pack_a(TransA, M, Kd, A, lda, &ap);
-  pack_b(N, Kd, B, ldb, Np, &bp);
+  thread_local std::vector<uint32_t> abuf, bbuf;
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes, Mp = (M + kLanes - 1) / kLanes * kLanes;
+  // A's words: rows of Kp (ars = Kp, aps = 1), or for a transposed A the B-style panel (ars = 1, aps = Mp).
+  uint32_t* ap = words(&abuf, TransA ? Kp * Mp : M * Kp + kLanes);
+  if (TransA) {
+    pack_b(M, Kd, A, lda, Mp, ap);
+  } else {
+    pack_a(M, Kd, A, lda, ap);
+  }
+  const int64_t ars = TransA ? 1 : Kp, aps = TransA ? Mp : 1;
+  uint32_t* bp = words(&bbuf, Kp * Np);
+  pack_b(N, Kd, B, ldb, Np, bp);
   int64_t j = 0;
-  for (; j + 2 * kLanes <= N; j += 2 * kLanes) rows<2>(M, Kp, ap.data(), bp.data() + j, Np, accumulate, C + j, ldc, 0xFFFF);
+  for (; j + 2 * kLanes <= N; j += 2 * kLanes) rows<2>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, 0xFFFF);
   while (j < N) {
     const int64_t n = N - j;
     const __mmask16 last = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-    rows<1>(M, Kp, ap.data(), bp.data() + j, Np, accumulate, C + j, ldc, last);
+    rows<1>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, last);
     j += kLanes;
   }
 }
