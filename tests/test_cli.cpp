@@ -130,6 +130,36 @@ TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
   EXPECT_NE(log.find("unknown strategy 'nope'"), std::string::npos) << log;
 }
 
+TEST(Cli, PrecisionModesThroughBenchAndVerify) {
+  const std::string json = temp("bench_bf16.json");
+  std::string log;
+  ASSERT_EQ(run_cli("bench --heads 2 --tokens 130 --threads 2 --strategies hanpu,fla --reps 1 --dtype bf16 "
+                    "--precision bf16 --breakdown --json " + json, &log), 0) << log;
+  EXPECT_NE(log.find("bf16 GEMM unit:"), std::string::npos) << log;
+  EXPECT_NE(log.find("breakdown gdn hanpu T=130 bf16"), std::string::npos) << log;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["precision"], "bf16");
+  EXPECT_GT(j["matrix_peak_gflops"].get<double>(), 0);
+  for (const auto& r : j["records"]) {
+    EXPECT_EQ(r["precision"], "bf16");
+    EXPECT_GT(r["rel_rms_o"].get<double>(), r["bf16_floor_o"].get<double>());  // bf16 operands cost accuracy
+    EXPECT_LT(r["rel_rms_o"].get<double>(), 1e-2);
+    EXPECT_EQ(r.contains("breakdown_ms"), r["strategy"] == "hanpu") << r.dump();
+  }
+  ASSERT_EQ(run_cli("bench --heads 2 --tokens 130 --threads 2 --strategies hanpu --reps 1 --dtype bf16 "
+                    "--precision exact --json " + json, &log), 0) << log;
+  std::ifstream g(json);
+  const nlohmann::json e = nlohmann::json::parse(g);
+  EXPECT_EQ(e["records"][0]["precision"], "exact");
+  EXPECT_NEAR(e["records"][0]["rel_rms_o"].get<double>(), e["records"][0]["bf16_floor_o"].get<double>(),
+              0.01 * e["records"][0]["bf16_floor_o"].get<double>());  // exact sits on the rounding floor
+  EXPECT_EQ(run_cli("verify --instances 24 --precision bf16 --quiet", &log), 0) << log;
+  EXPECT_NE(log.find("precision bf16"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("verify --instances 4 --precision fp8", &log), 2) << log;
+  EXPECT_NE(log.find("--precision"), std::string::npos) << log;
+}
+
 TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
   const std::string json_path = temp("bench_decode.json");
   std::string log;

@@ -2,6 +2,7 @@
 // thread counts (including the tail-split and column-split paths).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -96,6 +97,38 @@ TEST(Engine, Bf16ModeMeetsItsBarsOnEveryStrategy) {
                           << ") chunk o " << r.chunk_o << " S " << r.chunk_s << " bars " << r.bar_o << " " << r.bar_s
                           << " " << r.error;
   }
+}
+
+// EngineConfig::breakdown times the hanpu strategy's chunk steps by kind without changing a bit; the
+// steps are the (chunk, head) pairs, and the timed parts fit in the threads' wall time.
+TEST(Engine, BreakdownTimesEveryChunkStepAndChangesNoResult) {
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kBF16, 1, 200, 2, 4, 32, 32, 5);
+  Inputs in;
+  ASSERT_TRUE(bind_inputs(f, &in).ok());
+  Options opt;
+  opt.chunk_size = 64;
+  EngineConfig cfg;
+  cfg.threads = 2;
+  Tensor o1(DType::kF32, {1, 200, 4, 32}), o2 = o1;
+  RunStats plain, timed;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o1.view(), std::nullopt}, &plain).ok());
+  cfg.breakdown = true;
+  ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o2.view(), std::nullopt}, &timed).ok());
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o1.bytes, o2.bytes);
+  EXPECT_TRUE(plain.breakdown_ms.empty());
+  ASSERT_EQ(timed.breakdown_ms.size(), 6u);
+  EXPECT_EQ(timed.chunk_steps, 4 * 4);  // 4 heads x ceil(200 / 64) chunks
+  double total = 0;
+  for (const auto& [part, ms] : timed.breakdown_ms) {
+    EXPECT_GE(ms, 0) << part;
+    total += ms;
+  }
+  EXPECT_GT(total, 0);
+  EXPECT_LE(total, 2 * wall_ms);  // two threads at most
+  EXPECT_EQ(timed.breakdown_ms[3].first, "gemm");
+  EXPECT_GT(timed.breakdown_ms[3].second, 0);
 }
 
 // In both precision modes (the bf16 GEMMs keep one accumulation chain per output column as well).

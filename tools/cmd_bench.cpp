@@ -1,5 +1,5 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--precision auto|exact|bf16] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
+//             [--dtype f32|bf16|f16] [--precision auto|exact|bf16] [--breakdown] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -105,6 +105,9 @@ Runner add_bench_command(CLI::App& app) {
                  "GEMM precision: auto (bf16 for bf16 inputs, else exact), exact (fp32 operands) or bf16 (operands "
                  "rounded to bf16, fp32 accumulation)")
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
+  app.add_flag("--breakdown", a->cfg.breakdown,
+               "Also time the hanpu strategy's chunk steps by kind (load, scores, inverse, gemm, vector, store) in "
+               "one extra run per length");
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");

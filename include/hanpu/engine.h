@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hanpu/ops.h"
@@ -59,6 +60,8 @@ struct EngineConfig {
   // must be the problem's, and threads 0 or its worker count. Without one, the engine plans the call from
   // the switches above on the host description.
   std::shared_ptr<const plan::Plan> plan;
+  // Time the hanpu strategy's chunk steps by kind (RunStats::breakdown_ms); a clock read per step.
+  bool breakdown = false;
 };
 
 // What a run did, counted as it ran.
@@ -70,6 +73,12 @@ struct RunStats {
   std::string simd_target;           // Highway target of the kernels, e.g. "AVX3"
   std::string dataflow;              // what ran: the strategy's name, or the hanpu extreme-tail fallback
   std::string chunk_program;         // hanpu: the chunk steps it ran, in order (exec/chunk_program.h)
+  // With EngineConfig::breakdown, the hanpu strategy: milliseconds summed over threads per kind of step
+  // ("load": input rows and gate factors; "scores": K K^T, Q K^T and their masks; "inverse": T;
+  // "gemm": the state-dependent GEMMs; "vector": scalings and residuals; "store": o), and the number of
+  // (chunk, head slice) steps they cover.
+  std::vector<std::pair<std::string, double>> breakdown_ms;
+  int64_t chunk_steps = 0;
 };
 
 // Chunkwise prefill (the options of chunk_forward) on the engine. Outputs as for chunk_forward.

@@ -38,6 +38,7 @@ struct BenchConfig {
   int threads = 0;
   DType dtype = DType::kF32;
   Precision precision = Precision::kAuto;  // Options::precision of every prefill run
+  bool breakdown = false;  // one extra hanpu run per length with its chunk steps timed by kind
   int reps = 5;
   uint64_t seed = 1;
 };
@@ -55,6 +56,10 @@ struct BenchRecord {
   // relative RMS of the reference merely rounded to bf16 (the bf16 mode's bar is 1.5x of it).
   double rel_rms_o = 0, rel_rms_state = 0, bf16_floor_o = 0;
   double matrix_utilization = 0;  // gflops / matrix_peak_gflops
+  // With BenchConfig::breakdown (hanpu strategy records): ms per kind of chunk step, summed over threads,
+  // from one extra run (RunStats::breakdown_ms), and the (chunk, head slice) steps it ran.
+  std::vector<std::pair<std::string, double>> breakdown_ms;
+  int64_t chunk_steps = 0;
 };
 
 struct BenchReport {

@@ -130,6 +130,11 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
 }
 
 
+const char* part_name(Part p) {
+  static const char* const names[] = {"load", "scores", "inverse", "gemm", "vector", "store"};
+  return names[static_cast<int>(p)];
+}
+
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt) {
   (cnt.bf16 ? simd::gemm_nn_bf16 : simd::gemm_nn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);

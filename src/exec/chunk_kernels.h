@@ -3,6 +3,7 @@
 // composition of these, so a comparison between strategies measures their dataflow only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -15,16 +16,49 @@ namespace hanpu {
 
 // One thread's executed-work counters, and the precision its GEMMs run at (gemm / gemm_tn below pick the
 // kernel set's bf16 entries when bf16 is set: Problem::bf16_gemm).
+// The kinds of chunk step the hanpu strategy's time breakdown tells apart (RunStats::breakdown_ms).
+enum class Part { kLoad, kScores, kInverse, kGemm, kVector, kStore, kCount };
+const char* part_name(Part p);
+
 struct Counters {
   double flops = 0;
   int64_t traffic_bytes = 0;
   bool bf16 = false;
+  bool timed = false;  // EngineConfig::breakdown: add each step's time to ns[its part]
+  double ns[static_cast<int>(Part::kCount)] = {};
+  int64_t chunk_steps = 0;
 };
 
 // Counters for the threads of a call on problem p.
-inline std::vector<Counters> counters_for(const Problem& p, int threads) {
-  return std::vector<Counters>(static_cast<std::size_t>(threads), Counters{0, 0, p.bf16_gemm});
+inline std::vector<Counters> counters_for(const Problem& p, int threads, bool timed = false) {
+  Counters c;
+  c.bf16 = p.bf16_gemm;
+  c.timed = timed;
+  return std::vector<Counters>(static_cast<std::size_t>(threads), c);
 }
+
+// Adds the time from its construction to the next mark() (or its destruction) to cnt.ns[part] when the
+// counters are timed; free otherwise.
+class StepTimer {
+ public:
+  StepTimer(Counters& cnt, Part part) : cnt_(cnt), part_(part) {
+    if (cnt_.timed) t0_ = std::chrono::steady_clock::now();
+  }
+  ~StepTimer() { mark(part_); }
+  // Ends the current step (charged to its part) and starts one of `next`.
+  void mark(Part next) {
+    if (!cnt_.timed) return;
+    const auto now = std::chrono::steady_clock::now();
+    cnt_.ns[static_cast<int>(part_)] += std::chrono::duration<double, std::nano>(now - t0_).count();
+    t0_ = now;
+    part_ = next;
+  }
+
+ private:
+  Counters& cnt_;
+  Part part_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // One chunk of one (sequence, value head): L rows starting at token t0, value columns [c0, c0 + Vc).
 struct ChunkRows {

@@ -208,7 +208,7 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   const Outputs o = with_strides(out);
   switch (ex) {
     case Executor::kHanpu:
-      run_hanpu(p, prog, pl->mapping, pool, o, st);
+      run_hanpu(p, prog, pl->mapping, pool, o, cfg.breakdown, st);
       st->chunk_program = prog.describe();
       break;
     case Executor::kFlashQla: run_flashqla(p, cfg, pl->mapping, pool, o, st); break;

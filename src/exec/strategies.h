@@ -10,9 +10,10 @@
 namespace hanpu {
 
 // The executors of an execution plan's mapping (the pool's size is the mapping's workers). hanpu: the
-// head-level works (head, or prepare + state-part) running the plan's chunk program.
+// head-level works (head, or prepare + state-part) running the plan's chunk program; with breakdown, its
+// steps timed by kind into stats->breakdown_ms.
 void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
-               RunStats* stats);
+               bool breakdown, RunStats* stats);
 // native, fla and fla-megakernel (strategy_fla.cpp).
 void run_materialising(const Problem& p, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out, RunStats* stats);
 void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,

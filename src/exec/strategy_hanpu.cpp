@@ -105,10 +105,24 @@ ChunkRows chunk_at(const Problem& p, const Work& wk, int64_t t0) {
 void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, const ChunkRows& cr,
                    PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
   const int64_t C = ws.C, L = cr.L;
+  StepTimer timer(cnt, Part::kLoad);
   pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
   cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
+  timer.mark(Part::kScores);
   chunk_scores(p, pc.in, L, true, true, ws.kt.data(), ws.A.data(), pc.P.data(), ws.scratch.data(), cnt);
+  timer.mark(Part::kInverse);
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
+}
+
+// The breakdown's kind of a state-dependent step.
+Part part_of(plan::OpCode op) {
+  switch (op) {
+    case plan::OpCode::kKS: case plan::OpCode::kQS: case plan::OpCode::kVnFromTR: case plan::OpCode::kW:
+    case plan::OpCode::kU: case plan::OpCode::kWS: case plan::OpCode::kPV: case plan::OpCode::kKtV:
+      return Part::kGemm;
+    case plan::OpCode::kO: return Part::kStore;
+    default: return Part::kVector;
+  }
 }
 
 // #4-#6 and the state update of a prepared chunk, the plan's steps in the plan's order (exec/chunk_program.h),
@@ -123,7 +137,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   float* dst = prog.in_place ? S : ws.S_next.data();
   bool qs_done = false, pv_in_o = false;
   const bool decay_on_results = decays_on_results(p);
+  StepTimer timer(cnt, Part::kVector);
+  ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
+    timer.mark(part_of(op));
     switch (op) {
       case plan::OpCode::kKe:
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
@@ -330,10 +347,10 @@ int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const pla
 }  // namespace
 
 void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
-               RunStats* stats) {
+               bool breakdown, RunStats* stats) {
   const int threads = pool.size();
   const RowLoader<float> rows(p);
-  std::vector<Counters> counters = counters_for(p, threads);
+  std::vector<Counters> counters = counters_for(p, threads, breakdown);
   std::vector<int64_t> ws_bytes(threads, 0);
   const bool fallback = mp.phases[0].work == plan::Work::kPrepare;
   int64_t stored = 0;
@@ -355,6 +372,15 @@ void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& 
     stats->traffic_bytes += counters[t].traffic_bytes;
     stats->peak_workspace_bytes += ws_bytes[t];
   }
+  if (!breakdown) return;
+  stats->breakdown_ms.clear();
+  stats->chunk_steps = 0;
+  for (int part = 0; part < static_cast<int>(Part::kCount); ++part) {
+    double ms = 0;
+    for (const Counters& c : counters) ms += c.ns[part] / 1e6;
+    stats->breakdown_ms.emplace_back(part_name(static_cast<Part>(part)), ms);
+  }
+  for (const Counters& c : counters) stats->chunk_steps += c.chunk_steps;
 }
 
 }  // namespace hanpu
