@@ -114,6 +114,15 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
 }
 
+// (X o e^G) S for the rows X = K or Q~ [L, K] and the state S [K, Vc]: the decay on the product's rows
+// (bf16 GDN: the GEMM reads the loaded rows themselves, so only they are rounded) or already in `scaled`
+// (the rows the Ke / Qs step made).
+void decayed_times_state(bool on_results, int64_t L, int64_t Vc, int64_t K, const float* raw, const float* scaled,
+                         const float* S, const float* e, float* out, Counters& cnt) {
+  gemm(L, Vc, K, on_results ? raw : scaled, K, S, Vc, false, out, Vc, cnt);
+  if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, nullptr, out, Vc);
+}
+
 // The breakdown's kind of a state-dependent step.
 Part part_of(plan::OpCode op) {
   switch (op) {
@@ -146,24 +155,14 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
-        if (decay_on_results) {
-          gemm(L, Vc, K, in.k.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
-          simd::scale_rows(L, Vc, ws.KS.data(), Vc, e, 1, nullptr, ws.KS.data(), Vc);
-        } else {
-          gemm(L, Vc, K, ws.KQ.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt);
-        }
+        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, e, ws.KS.data(), cnt);
         break;
       case plan::OpCode::kQs:
         if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        if (decay_on_results) {
-          gemm(L, Vc, K, in.q.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-          simd::scale_rows(L, Vc, ws.O.data(), Vc, e, 1, nullptr, ws.O.data(), Vc);
-        } else {
-          gemm(L, Vc, K, ws.Qs.data(), K, S, Vc, false, ws.O.data(), Vc, cnt);
-        }
+        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, e, ws.O.data(), cnt);
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
