@@ -74,6 +74,12 @@ struct ChunkInputs {
   std::vector<float> eg_last;   // exp(G_last - G)   [L, w]
   std::vector<float> g_last;    // exp(G_last)       [w]
   std::vector<float> run;       // one channel's L tokens, for channel-major inputs [C]
+  // Row factors for products (set before load; the hanpu strategy's bf16 GDN, which applies per-row scalars
+  // to GEMM results): fq, fk [L]; eq = e^G o fq, ek = e^G o fk, elk = e^{G_last - G} o fk, bk = beta o fk.
+  // With raw_qk (bf16 q and k, exact as GEMM operands) q and k hold the rows as stored and fq, fk are their
+  // l2norm / scale factors; otherwise the rows are finished as usual and fq = fk = 1.
+  bool row_factors = false, raw_qk = false;
+  std::vector<float> fq, fk, eq, ek, elk, bk;
 
   ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_);
   int64_t bytes() const;

@@ -15,11 +15,15 @@
 //   S <- e^{G_last} o S + (K o e^{G_last - G})^T V'        (chunk-first: in place, after the last read)
 // With gemm_first off it runs FLA's order: W = T diag(beta) (K o e^G), U = T diag(beta) V, V' = U - W S.
 //
-// bf16 precision mode, GDN: the decays are per-row scalars, so they are applied to GEMM results in fp32
-// instead of to operands that are then rounded: KS = diag(e^G) (K S), QS = diag(e^G) (Q~ S), and the
-// update's decay moves to the V' side, (K o e^{G_last - G})^T V' = K^T (diag(e^{G_last - G}) V'), so the
-// key operand stays the (already bf16) key and only one operand per product carries a fresh rounding.
-// (KDA's per-channel decays cannot leave the operands.)
+// bf16 precision mode, GDN: the decays, and the l2norm and scale factors of q and k, are per-row scalars,
+// so they are applied to GEMM results in fp32 instead of to operands that are then rounded: the GEMMs read
+// bf16 q and k as loaded (exact operands; ChunkInputs::raw_qk; other dtypes are finished first, fq = fk = 1)
+// and
+//   A = diag(beta fk) (K K^T) diag(fk) o M,  P = diag(fq) (Q K^T) diag(fk) o M,
+//   KS = diag(e^G fk) (K S),  QS = diag(e^G fq) (Q S),
+//   (K~ o e^{G_last - G})^T V' = K^T (diag(e^{G_last - G} fk) V'),  (FLA order) Kb = diag(beta fk) K o e^G,
+// with fq = scale / |q|, fk = 1 / |k| (1 / sqrt(sum x^2 + 1e-6); 1 without l2norm). Only one operand per
+// product then carries a fresh rounding. (KDA's per-channel decays cannot leave the operands.)
 #include <algorithm>
 #include <memory>
 
@@ -106,6 +110,8 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
                    PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
   const int64_t C = ws.C, L = cr.L;
   StepTimer timer(cnt, Part::kLoad);
+  pc.in.row_factors = decays_on_results(p);
+  pc.in.raw_qk = pc.in.row_factors && p.in.q.dtype == DType::kBF16 && p.in.k.dtype == DType::kBF16;
   pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
   cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
   timer.mark(Part::kScores);
@@ -155,19 +161,21 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
-        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, e, ws.KS.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, in.ek.data(), ws.KS.data(), cnt);
         break;
       case plan::OpCode::kQs:
         if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, e, ws.O.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, in.eq.data(), ws.O.data(), cnt);
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
       case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
-      case plan::OpCode::kKb: simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta.data(), ws.KQ.data(), K); break;
+      case plan::OpCode::kKb:
+        simd::scale_rows(L, K, in.k.data(), K, e, w, in.row_factors ? in.bk.data() : in.beta.data(), ws.KQ.data(), K);
+        break;
       case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
       case plan::OpCode::kVb: simd::scale_rows(L, Vc, in.v.data(), Vc, in.beta.data(), 1, nullptr, ws.Vb.data(), Vc); break;
       case plan::OpCode::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
@@ -197,7 +205,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         break;
       case plan::OpCode::kKtV:
         if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'), K read transposed in place or from a panel
-          simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, nullptr, ws.Vd.data(), Vc);
+          simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.elk.data(), 1, nullptr, ws.Vd.data(), Vc);
           if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
           update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
                        dst, cnt);

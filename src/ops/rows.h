@@ -39,6 +39,13 @@ class RowLoader {
     finish_k(out);
   }
 
+  // The rows as stored, and the factor finish_q / finish_k would multiply them by (l2norm's
+  // 1/sqrt(sum x^2 + 1e-6) and, for q, the scale): for callers that apply it to products instead.
+  void q_raw(int64_t b, int64_t t, int64_t h, R* out) const { load_row(p_.in.q, b, t, h, p_.K, out); }
+  void k_raw(int64_t b, int64_t t, int64_t h, R* out) const { load_row(p_.in.k, b, t, h, p_.K, out); }
+  R q_factor(const R* raw) const { return norm_factor(raw) * static_cast<R>(p_.scale); }
+  R k_factor(const R* raw) const { return norm_factor(raw); }
+
   // The in-kernel preprocessing of a raw q / k row (for callers that load rows themselves).
   void finish_q(R* row) const {
     if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
@@ -50,6 +57,18 @@ class RowLoader {
   }
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
+
+  // The multiplier of l2norm_inplace for this row (1 without the in-kernel l2norm).
+  R norm_factor(const R* raw) const {
+    if (!p_.opt.use_qk_l2norm_in_kernel) return R(1);
+    if constexpr (sizeof(R) == 4) {
+      return static_cast<R>(1.0 / std::sqrt(simd::sum_squares(p_.K, raw) + 1e-6));
+    } else {
+      double ss = 0;
+      for (int64_t i = 0; i < p_.K; ++i) ss += static_cast<double>(raw[i]) * raw[i];
+      return static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
+    }
+  }
 
   R beta(int64_t b, int64_t t, int64_t hv) const {
     const TensorView& x = p_.in.beta;

@@ -204,7 +204,7 @@ void map_head_level(const StrategyOptions& so, const MapInputs& in, Mapping& m) 
   std::vector<WorkItem> heads;
   for (int64_t u = 0; u < units; ++u) {
     const int64_t chunks = sh.chunks(u / sh.HV);
-    if (u < whole) {
+    if (u < whole || chunks == 0) {  // an empty sequence is one item: its state passes through whole
       heads.push_back({0, 0, u / sh.HV, u % sh.HV, 0, chunks, 0, sh.V});
       continue;
     }

@@ -58,7 +58,9 @@ double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType 
   return inst.dtype == DType::kF32 ? base : 2 * nmse(rounded(ref, out_dtype), ref) + base;
 }
 
-double bf16_margin(std::size_t n) { return 1.1 + 6.0 / std::sqrt(static_cast<double>(std::max<std::size_t>(n, 1))); }
+double bf16_margin(std::size_t n) {
+  return 1.1 + 8.0 / std::sqrt(static_cast<double>(std::max<std::size_t>(n, 1)));
+}
 
 double accuracy_bar_bf16_o(const Instance& inst, const std::vector<double>& ref, double fla_o_nmse) {
   const double fixed = inst.dtype == DType::kBF16 ? 1.5 * 1.5 * nmse(rounded(ref, DType::kBF16), ref) : 4e-3 * 4e-3;
@@ -66,9 +68,10 @@ double accuracy_bar_bf16_o(const Instance& inst, const std::vector<double>& ref,
   return std::max(fixed, m * m * fla_o_nmse) + 1e-12;
 }
 
-double accuracy_bar_bf16_state(std::size_t n, double fla_s_nmse) {
+double accuracy_bar_bf16_state(const Instance& inst, std::size_t n, double fla_s_nmse) {
+  const double fixed = inst.dtype == DType::kBF16 ? 2.5e-3 : 4e-3;
   const double m = bf16_margin(n);
-  return std::max(2.5e-3 * 2.5e-3, m * m * fla_s_nmse) + 1e-12;
+  return std::max(fixed * fixed, m * m * fla_s_nmse) + 1e-12;
 }
 
 InstanceResult run_instance(const Instance& inst, bool engine) {
@@ -118,7 +121,7 @@ InstanceResult run_instance(const Instance& inst, bool engine) {
     res.fla_o = st.ok() ? nmse(to_doubles(fla.o.view()), o_ref) : INFINITY;
     res.fla_s = st.ok() ? nmse(to_doubles(fla.state.view()), s_ref) : INFINITY;
     res.bar_o = accuracy_bar_bf16_o(inst, o_ref, res.fla_o);
-    res.bar_s = accuracy_bar_bf16_state(s_ref.size(), res.fla_s);
+    res.bar_s = accuracy_bar_bf16_state(inst, s_ref.size(), res.fla_s);
   } else {
     res.bar_o = res.rec_bar_o;
     res.bar_s = res.rec_bar_s;

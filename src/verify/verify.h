@@ -43,11 +43,11 @@ double accuracy_bar(const Instance& inst, const std::vector<double>& ref, DType 
 // (ops/fla_emulation.h), within a margin for the sampling noise of a relative RMS over n values:
 //   o:     max(1.5 x the relative RMS of the fp64 result rounded to bf16 (4e-3 for f16 or f32 inputs, whose
 //          own rounding to bf16 operands is part of the error), margin(n) x the emulation's);
-//   state: max(2.5e-3, margin(n) x the emulation's);
-//   margin(n) = 1.1 + 6 / sqrt(n) (the errors of one instance are correlated: fewer than n independent samples).
+//   state: max(2.5e-3 (4e-3 for f16 or f32 inputs), margin(n) x the emulation's);
+//   margin(n) = 1.1 + 8 / sqrt(n) (the errors of one instance are correlated: fewer than n independent samples).
 double bf16_margin(std::size_t n);
 double accuracy_bar_bf16_o(const Instance& inst, const std::vector<double>& ref, double fla_o_nmse);
-double accuracy_bar_bf16_state(std::size_t n, double fla_s_nmse);
+double accuracy_bar_bf16_state(const Instance& inst, std::size_t n, double fla_s_nmse);
 
 // Runs one instance through the reference, chunk and recurrent paths and, with `engine`, through every
 // strategy of the CPU engine (2 threads), at the instance's precision (inst.opt.precision).
