@@ -12,6 +12,7 @@
 #include "exec/thread_pool.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
+#include "ops/fla_emulation.h"
 #include "plan/plan.h"
 #include "verify/verify.h"
 
@@ -163,6 +164,7 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
     rec.gflops = rec.flops / (rec.median_ms * 1e6);
     rec.utilization = rec.gflops / out->fma_peak_gflops;
     rec.nmse_o = rec.nmse_state = rec.rel_rms_o = rec.rel_rms_state = rec.bf16_floor_o = NAN;  // decode accuracy: tests, verify
+    rec.fla_rel_rms_o = rec.fla_rel_rms_state = NAN;
     rec.precision = "exact";
     rec.traffic_bytes = n * HV * K * V * 8 + static_cast<int64_t>((q.size() + k.size() + v.size() + o.size()) * 4);
     std::snprintf(line, sizeof line, "decode %s batch %lld: %.1f us per step", rec.kind.c_str(),
@@ -254,6 +256,13 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     std::vector<double> ro16(ro.size());
     for (std::size_t i = 0; i < ro.size(); ++i) ro16[i] = round_to_dtype(ro[i], DType::kBF16);
     const double floor_o = std::sqrt(nmse(ro16, ro));
+    double fla_o = NAN, fla_s = NAN;  // FLA's half-precision dataflow on head 0, the bf16 mode's yardstick
+    if (bf16) {
+      Tensor fo(cfg.dtype, {1, T, 1, V}), fs(DType::kF32, {1, 1, K, V});
+      HANPU_RETURN_IF_ERROR(fla_bf16_emulation_forward(in0, opt, Outputs{fo.view(), fs.view()}));
+      fla_o = std::sqrt(nmse(to_doubles(fo.view()), ro));
+      fla_s = std::sqrt(nmse(to_doubles(fs.view()), rs));
+    }
     for (auto [label, ec] : runs) {
       ec.threads = threads;
       Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
@@ -299,13 +308,17 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       rec.rel_rms_o = std::sqrt(rec.nmse_o);
       rec.rel_rms_state = std::sqrt(rec.nmse_state);
       rec.bf16_floor_o = floor_o;
+      rec.fla_rel_rms_o = fla_o;
+      rec.fla_rel_rms_state = fla_s;
       rec.matrix_utilization = rec.gflops / (bf16 ? out->matrix_peak_gflops : out->fma_peak_gflops);
+      char fla[96] = "";
+      if (bf16) std::snprintf(fla, sizeof fla, " (FLA's dataflow: o %.2e = %.2fx, S %.2e)", fla_o, fla_o / floor_o, fla_s);
       std::snprintf(line, sizeof line,
                     "%s %s T=%lld %s %s: %.2f ms (%.1f GFLOP/s, %.0f%% of peak), rel. RMS o %.2e (%.2fx the bf16 "
-                    "floor) S %.2e",
+                    "floor) S %.2e%s",
                     rec.kind.c_str(), rec.preset.c_str(), static_cast<long long>(T), rec.strategy.c_str(),
                     rec.precision.c_str(), rec.median_ms, rec.gflops, 100 * rec.matrix_utilization, rec.rel_rms_o,
-                    rec.rel_rms_o / floor_o, rec.rel_rms_state);
+                    rec.rel_rms_o / floor_o, rec.rel_rms_state, fla);
       progress(line);
       out->records.push_back(rec);
     }
@@ -367,7 +380,9 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
                             {"peak_workspace_bytes", r.peak_workspace_bytes}, {"traffic_bytes", r.traffic_bytes},
                             {"nmse_o", num(r.nmse_o)}, {"nmse_state", num(r.nmse_state)}, {"precision", r.precision},
                             {"rel_rms_o", num(r.rel_rms_o)}, {"rel_rms_state", num(r.rel_rms_state)},
-                            {"bf16_floor_o", num(r.bf16_floor_o)}, {"matrix_utilization", num(r.matrix_utilization)}});
+                            {"bf16_floor_o", num(r.bf16_floor_o)}, {"matrix_utilization", num(r.matrix_utilization)},
+                            {"fla_emulation_rel_rms_o", num(r.fla_rel_rms_o)},
+                            {"fla_emulation_rel_rms_state", num(r.fla_rel_rms_state)}});
     if (!r.breakdown_ms.empty()) {
       nlohmann::json b;
       for (const auto& [part, ms] : r.breakdown_ms) b[part] = ms;

@@ -55,6 +55,8 @@ struct BenchRecord {
   // FLA's metric ||x - ref|| / ||ref|| against the fp64 reference (value head 0), and the floor of o: the
   // relative RMS of the reference merely rounded to bf16 (the bf16 mode's bar is 1.5x of it).
   double rel_rms_o = 0, rel_rms_state = 0, bf16_floor_o = 0;
+  // bf16 runs: the same for FLA's half-precision dataflow emulated on value head 0 (ops/fla_emulation.h).
+  double fla_rel_rms_o = 0, fla_rel_rms_state = 0;
   double matrix_utilization = 0;  // gflops / matrix_peak_gflops
   // With BenchConfig::breakdown (hanpu strategy records): ms per kind of chunk step, summed over threads,
   // from one extra run (RunStats::breakdown_ms), and the (chunk, head slice) steps it ran.
