@@ -99,8 +99,10 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   if (v_cm) load_channel_major(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data(), run.data());
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
-    if (!q_cm) (raw_qk ? rows.q_raw(s.batch, t, h, q.data() + i * K) : rows.q(s.batch, t, h, q.data() + i * K));
-    if (!k_cm) (raw_qk ? rows.k_raw(s.batch, t, h, k.data() + i * K) : rows.k(s.batch, t, h, k.data() + i * K));
+    if (!q_cm && raw_qk) rows.q_raw(s.batch, t, h, q.data() + i * K);
+    if (!q_cm && !raw_qk) rows.q(s.batch, t, h, q.data() + i * K);
+    if (!k_cm && raw_qk) rows.k_raw(s.batch, t, h, k.data() + i * K);
+    if (!k_cm && !raw_qk) rows.k(s.batch, t, h, k.data() + i * K);
     if (!v_cm) {
       load_elems<float>(vv, s.batch * vv.stride(0) + t * vv.stride(1) + hv * vv.stride(2) + c.c0 * vv.stride(3),
                         vv.stride(3), c.Vc, v.data() + i * c.Vc);

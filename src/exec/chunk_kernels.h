@@ -14,12 +14,12 @@
 
 namespace hanpu {
 
-// One thread's executed-work counters, and the precision its GEMMs run at (gemm / gemm_tn below pick the
-// kernel set's bf16 entries when bf16 is set: Problem::bf16_gemm).
 // The kinds of chunk step the hanpu strategy's time breakdown tells apart (RunStats::breakdown_ms).
 enum class Part { kLoad, kScores, kInverse, kGemm, kVector, kStore, kCount };
 const char* part_name(Part p);
 
+// One thread's executed-work counters, the precision its GEMMs run at (gemm / gemm_tn below pick the
+// kernel set's bf16 entries when bf16 is set: Problem::bf16_gemm), and its step times when timed.
 struct Counters {
   double flops = 0;
   int64_t traffic_bytes = 0;

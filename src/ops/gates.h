@@ -31,19 +31,23 @@ inline R gate_lower_bound(R a, R lower_bound, R exp_a_log, R dt_bias) {
   return lower_bound * sigmoid(exp_a_log * (a + dt_bias));
 }
 
-// x <- x * rsqrt(sum x^2 + 1e-6), the l2norm of use_qk_l2norm_in_kernel. The sum accumulates in double.
+// rsqrt(sum x^2 + 1e-6): the factor of the l2norm of use_qk_l2norm_in_kernel. The sum accumulates in
+// double; the fp32 paths sum the squares in SIMD fp32 lanes (reduced in double): the same rsqrt to ~1e-7.
 template <typename R>
-inline void l2norm_inplace(R* x, int64_t n) {
+inline R l2norm_factor(const R* x, int64_t n) {
   double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const R r = static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
-  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+  if constexpr (sizeof(R) == 4) {
+    ss = simd::sum_squares(n, x);
+  } else {
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  }
+  return static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
 }
 
-// The fp32 paths sum the squares in SIMD fp32 lanes (reduced in double): the same rsqrt to ~1e-7.
-template <>
-inline void l2norm_inplace<float>(float* x, int64_t n) {
-  const float r = static_cast<float>(1.0 / std::sqrt(simd::sum_squares(n, x) + 1e-6));
+// x <- x * l2norm_factor(x).
+template <typename R>
+inline void l2norm_inplace(R* x, int64_t n) {
+  const R r = l2norm_factor(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] *= r;
 }
 

@@ -58,17 +58,8 @@ class RowLoader {
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
 
-  // The multiplier of l2norm_inplace for this row (1 without the in-kernel l2norm).
-  R norm_factor(const R* raw) const {
-    if (!p_.opt.use_qk_l2norm_in_kernel) return R(1);
-    if constexpr (sizeof(R) == 4) {
-      return static_cast<R>(1.0 / std::sqrt(simd::sum_squares(p_.K, raw) + 1e-6));
-    } else {
-      double ss = 0;
-      for (int64_t i = 0; i < p_.K; ++i) ss += static_cast<double>(raw[i]) * raw[i];
-      return static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
-    }
-  }
+  // The multiplier of the in-kernel l2norm for this row (1 without it).
+  R norm_factor(const R* raw) const { return p_.opt.use_qk_l2norm_in_kernel ? l2norm_factor(raw, p_.K) : R(1); }
 
   R beta(int64_t b, int64_t t, int64_t hv) const {
     const TensorView& x = p_.in.beta;
