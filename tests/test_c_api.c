@@ -77,7 +77,7 @@ static void check_prefill(hanpu_kind kind) {
 
   /* every strategy, and the bf16 precision mode within its bar */
   for (int st = HANPU_STRATEGY_HANPU; st <= HANPU_STRATEGY_NATIVE; ++st) {
-    cfg.strategy = (hanpu_strategy)st;
+    cfg.strategy = st;
     CHECK(hanpu_chunk_forward(&in, &opt, &cfg, &o_t, NULL) == HANPU_OK);
     CHECK(nmse(o, o_ref, B * T * HV * V) < 1e-10);
   }
@@ -86,13 +86,17 @@ static void check_prefill(hanpu_kind kind) {
   CHECK(nmse(o, o_ref, B * T * HV * V) < 1e-4 && nmse(o, o_ref, B * T * HV * V) > 1e-10);
 
   /* errors: a code, a message naming the argument, and outputs untouched */
+  opt.precision = 7;
+  CHECK(hanpu_chunk_forward(&in, &opt, NULL, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
+  CHECK(strstr(hanpu_last_error(), "opt.precision 7 is not a hanpu_precision") != NULL);
+  opt.precision = HANPU_PRECISION_BF16;
   for (int i = 0; i < B * T * HV * V; ++i) o[i] = 42.0f;
   hanpu_inputs bad = in;
   bad.k.shape[3] = K + 1;
   CHECK(hanpu_chunk_forward(&bad, &opt, NULL, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
   CHECK(strstr(hanpu_last_error(), "k must have shape") != NULL);
   bad = in;
-  bad.q.dtype = (hanpu_dtype)17;
+  bad.q.dtype = 17;
   CHECK(hanpu_chunk_forward(&bad, &opt, NULL, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
   CHECK(strstr(hanpu_last_error(), "q.dtype 17 is not a hanpu_dtype") != NULL);
   opt.chunk_size = 48;

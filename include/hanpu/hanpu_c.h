@@ -42,17 +42,19 @@ typedef enum {
 #define HANPU_MAX_RANK 4
 
 /* A tensor view: data, dtype, rank (0: absent, for optional arguments), shape and strides in elements
- * (negative strides allowed; a tensor the call writes must give each element its own memory). */
+ * (negative strides allowed; a tensor the call writes must give each element its own memory). Enum-valued
+ * fields are int32_t so that the layout is fixed whatever size a compiler gives an enum; values outside
+ * the enum are refused with HANPU_INVALID_ARGUMENT. */
 typedef struct {
   void* data;
-  hanpu_dtype dtype;
+  int32_t dtype; /* hanpu_dtype */
   int32_t rank;
   int64_t shape[HANPU_MAX_RANK];
   int64_t strides[HANPU_MAX_RANK];
 } hanpu_tensor;
 
-/* A contiguous row-major view of `rank` dims (strides computed from the shape). */
-hanpu_tensor hanpu_tensor_contiguous(void* data, hanpu_dtype dtype, int32_t rank, const int64_t* shape);
+/* A contiguous row-major view of `rank` dims (strides computed from the shape); dtype is a hanpu_dtype. */
+hanpu_tensor hanpu_tensor_contiguous(void* data, int32_t dtype, int32_t rank, const int64_t* shape);
 
 /* The inputs, named and shaped as FLA's arguments (hanpu/ops.h):
  *   q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV] (GDN) or [B, T, HV, K] (KDA); beta [B, T, HV];
@@ -64,7 +66,7 @@ typedef struct {
 } hanpu_inputs;
 
 typedef struct {
-  hanpu_kind kind;
+  int32_t kind; /* hanpu_kind */
   int32_t has_scale; /* 0: scale = K^-1/2 */
   double scale;
   int32_t chunk_size; /* 16, 32 or 64 */
@@ -72,14 +74,14 @@ typedef struct {
   int32_t has_lower_bound; /* KDA with use_gate_in_kernel: g = lower_bound * sigmoid(exp(A_log) (g + dt_bias)) */
   double lower_bound;
   int32_t state_v_first, check_finite;
-  hanpu_precision precision;
+  int32_t precision; /* hanpu_precision */
 } hanpu_options;
 
 /* FLA's defaults: GDN, scale K^-1/2, chunk size 64, every flag off, precision auto. */
 void hanpu_options_init(hanpu_options* opt);
 
 typedef struct {
-  hanpu_strategy strategy;
+  int32_t strategy; /* hanpu_strategy */
   int32_t threads; /* 0: every CPU this process may use */
 } hanpu_engine_config;
 

@@ -34,7 +34,7 @@ hanpu_status fail(const std::string& message) {
 bool to_view(const hanpu_tensor& t, const char* name, TensorView* out, std::string* err) {
   static const DType dtypes[] = {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64};
   if (t.dtype < HANPU_F64 || t.dtype > HANPU_I64) {
-    *err = std::string(name) + ".dtype " + std::to_string(static_cast<int>(t.dtype)) + " is not a hanpu_dtype";
+    *err = std::string(name) + ".dtype " + std::to_string(t.dtype) + " is not a hanpu_dtype";
     return false;
   }
   if (t.rank < 1 || t.rank > HANPU_MAX_RANK) {
@@ -74,11 +74,11 @@ bool to_options(const hanpu_options* o, Options* out, std::string* err) {
     return false;
   }
   if (o->kind != HANPU_GDN && o->kind != HANPU_KDA) {
-    *err = "opt.kind " + std::to_string(static_cast<int>(o->kind)) + " is not a hanpu_kind";
+    *err = "opt.kind " + std::to_string(o->kind) + " is not a hanpu_kind";
     return false;
   }
   if (o->precision < HANPU_PRECISION_AUTO || o->precision > HANPU_PRECISION_BF16) {
-    *err = "opt.precision " + std::to_string(static_cast<int>(o->precision)) + " is not a hanpu_precision";
+    *err = "opt.precision " + std::to_string(o->precision) + " is not a hanpu_precision";
     return false;
   }
   Options r;
@@ -104,7 +104,7 @@ bool to_engine_config(const hanpu_engine_config* c, EngineConfig* out, std::stri
   static const Strategy strategies[] = {Strategy::kHanpu, Strategy::kFla, Strategy::kFlaMegakernel, Strategy::kFlashQla,
                                         Strategy::kNative};
   if (c->strategy < HANPU_STRATEGY_HANPU || c->strategy > HANPU_STRATEGY_NATIVE) {
-    *err = "cfg.strategy " + std::to_string(static_cast<int>(c->strategy)) + " is not a hanpu_strategy";
+    *err = "cfg.strategy " + std::to_string(c->strategy) + " is not a hanpu_strategy";
     return false;
   }
   if (c->threads < 0) {
@@ -156,7 +156,7 @@ using namespace hanpu;
 
 extern "C" {
 
-hanpu_tensor hanpu_tensor_contiguous(void* data, hanpu_dtype dtype, int32_t rank, const int64_t* shape) {
+hanpu_tensor hanpu_tensor_contiguous(void* data, int32_t dtype, int32_t rank, const int64_t* shape) {
   hanpu_tensor t = {};
   t.data = data;
   t.dtype = dtype;
