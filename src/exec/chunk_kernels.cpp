@@ -13,12 +13,12 @@ namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
     : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
-      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), eq(C_), ek(C_), elk(C_), bk(C_) {}
+      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_) {}
 
 int64_t ChunkInputs::bytes() const {
   return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + eg.size() +
-                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + eq.size() +
-                               ek.size() + elk.size() + bk.size()) * sizeof(float) +
+                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size()) *
+                                  sizeof(float) +
                               G.size() * sizeof(double));
 }
 
@@ -88,21 +88,21 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   // are read as blocks; row by row, every element of a row would be its own cache line, all of a row's
   // lines in one L1 set when T is a multiple of 1024.
   const bool q_cm = channel_major(qv), k_cm = channel_major(kv), v_cm = channel_major(vv);
-  if (q_cm) {
-    load_channel_major(qv, s.batch, c.t0, L, h, 0, K, q.data(), run.data());
-    if (!raw_qk) for (int64_t i = 0; i < L; ++i) rows.finish_q(q.data() + i * K);
-  }
-  if (k_cm) {
-    load_channel_major(kv, s.batch, c.t0, L, h, 0, K, k.data(), run.data());
-    if (!raw_qk) for (int64_t i = 0; i < L; ++i) rows.finish_k(k.data() + i * K);
-  }
+  // q and k are loaded as stored, then finished (l2norm, scale) unless the products take their factors.
+  if (q_cm) load_channel_major(qv, s.batch, c.t0, L, h, 0, K, q.data(), run.data());
+  if (k_cm) load_channel_major(kv, s.batch, c.t0, L, h, 0, K, k.data(), run.data());
   if (v_cm) load_channel_major(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data(), run.data());
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
-    if (!q_cm && raw_qk) rows.q_raw(s.batch, t, h, q.data() + i * K);
-    if (!q_cm && !raw_qk) rows.q(s.batch, t, h, q.data() + i * K);
-    if (!k_cm && raw_qk) rows.k_raw(s.batch, t, h, k.data() + i * K);
-    if (!k_cm && !raw_qk) rows.k(s.batch, t, h, k.data() + i * K);
+    if (!q_cm) rows.q_raw(s.batch, t, h, q.data() + i * K);
+    if (!k_cm) rows.k_raw(s.batch, t, h, k.data() + i * K);
+    if (raw_qk) {
+      fq[i] = rows.q_factor(q.data() + i * K);
+      fk[i] = rows.k_factor(k.data() + i * K);
+    } else {
+      rows.finish_q(q.data() + i * K);
+      rows.finish_k(k.data() + i * K);
+    }
     if (!v_cm) {
       load_elems<float>(vv, s.batch * vv.stride(0) + t * vv.stride(1) + hv * vv.stride(2) + c.c0 * vv.stride(3),
                         vv.stride(3), c.Vc, v.data() + i * c.Vc);
@@ -124,14 +124,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   simd::exp_f32(L * w, eg.data(), eg.data());
   simd::exp_f32(L * w, eg_last.data(), eg_last.data());
   simd::exp_f32(w, g_last.data(), g_last.data());
-  if (!row_factors) return;
-  for (int64_t i = 0; i < L; ++i) {  // GDN (w = 1): the row factors of the products
-    fq[i] = raw_qk ? rows.q_factor(q.data() + i * K) : 1.0f;
-    fk[i] = raw_qk ? rows.k_factor(k.data() + i * K) : 1.0f;
-    eq[i] = eg[i] * fq[i];
-    ek[i] = eg[i] * fk[i];
-    elk[i] = eg_last[i] * fk[i];
-    bk[i] = beta[i] * fk[i];
+  if (raw_qk) {
+    for (int64_t i = 0; i < L; ++i) bk[i] = beta[i] * fk[i];
   }
 }
 
@@ -202,8 +196,8 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
     simd::exp_f32(i + 1, m, m);
     float* a = A + i * C;
     float* pr = P + i * C;
-    const float b = in.raw_qk ? in.bk[i] : in.beta[i];
-    if (in.raw_qk) {  // raw rows: the l2norm / scale factors of row i (folded above) and column j
+    const float b = in.beta_k()[i];
+    if (in.raw_qk) {  // raw rows: the l2norm / scale factors of row i (in b and fq) and column j
       for (int64_t j = 0; j <= i; ++j) m[j] *= in.fk[j];
     }
     if (need_a) {

@@ -74,12 +74,14 @@ struct ChunkInputs {
   std::vector<float> eg_last;   // exp(G_last - G)   [L, w]
   std::vector<float> g_last;    // exp(G_last)       [w]
   std::vector<float> run;       // one channel's L tokens, for channel-major inputs [C]
-  // Row factors for products (set before load; the hanpu strategy's bf16 GDN, which applies per-row scalars
-  // to GEMM results): fq, fk [L]; eq = e^G o fq, ek = e^G o fk, elk = e^{G_last - G} o fk, bk = beta o fk.
-  // With raw_qk (bf16 q and k, exact as GEMM operands) q and k hold the rows as stored and fq, fk are their
-  // l2norm / scale factors; otherwise the rows are finished as usual and fq = fk = 1.
-  bool row_factors = false, raw_qk = false;
-  std::vector<float> fq, fk, eq, ek, elk, bk;
+  // Raw rows (set before load; the hanpu strategy's bf16 GDN with bf16 q and k): q and k hold the rows as
+  // stored, exact as GEMM operands, and their l2norm / scale factors fq, fk [L] are applied to products
+  // (bk = beta o fk). Without raw rows, q and k are finished as usual and there are no factors.
+  bool raw_qk = false;
+  std::vector<float> fq, fk, bk;
+  const float* q_factors() const { return raw_qk ? fq.data() : nullptr; }  // a scale_rows rowscale
+  const float* k_factors() const { return raw_qk ? fk.data() : nullptr; }
+  const float* beta_k() const { return raw_qk ? bk.data() : beta.data(); }  // beta o fk, or beta
 
   ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_);
   int64_t bytes() const;

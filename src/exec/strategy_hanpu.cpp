@@ -110,8 +110,7 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
                    PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
   const int64_t C = ws.C, L = cr.L;
   StepTimer timer(cnt, Part::kLoad);
-  pc.in.row_factors = decays_on_results(p);
-  pc.in.raw_qk = pc.in.row_factors && p.in.q.dtype == DType::kBF16 && p.in.k.dtype == DType::kBF16;
+  pc.in.raw_qk = decays_on_results(p) && p.in.q.dtype == DType::kBF16 && p.in.k.dtype == DType::kBF16;
   pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
   cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
   timer.mark(Part::kScores);
@@ -120,13 +119,13 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
 }
 
-// (X o e^G) S for the rows X = K or Q~ [L, K] and the state S [K, Vc]: the decay on the product's rows
-// (bf16 GDN: the GEMM reads the loaded rows themselves, so only they are rounded) or already in `scaled`
-// (the rows the Ke / Qs step made).
+// (X o e^G) S for the rows X = K or Q~ [L, K] and the state S [K, Vc]: the decay e (and the rows' factors f,
+// may be null) on the product's rows (bf16 GDN: the GEMM reads the loaded rows themselves, so only they are
+// rounded) or already in `scaled` (the rows the Ke / Qs step made).
 void decayed_times_state(bool on_results, int64_t L, int64_t Vc, int64_t K, const float* raw, const float* scaled,
-                         const float* S, const float* e, float* out, Counters& cnt) {
+                         const float* S, const float* e, const float* f, float* out, Counters& cnt) {
   gemm(L, Vc, K, on_results ? raw : scaled, K, S, Vc, false, out, Vc, cnt);
-  if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, nullptr, out, Vc);
+  if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
 // The breakdown's kind of a state-dependent step.
@@ -161,20 +160,22 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
-        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, in.ek.data(), ws.KS.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, e, in.k_factors(), ws.KS.data(),
+                            cnt);
         break;
       case plan::OpCode::kQs:
         if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, in.eq.data(), ws.O.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, e, in.q_factors(), ws.O.data(),
+                            cnt);
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
       case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
       case plan::OpCode::kKb:
-        simd::scale_rows(L, K, in.k.data(), K, e, w, in.row_factors ? in.bk.data() : in.beta.data(), ws.KQ.data(), K);
+        simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta_k(), ws.KQ.data(), K);
         break;
       case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
       case plan::OpCode::kVb: simd::scale_rows(L, Vc, in.v.data(), Vc, in.beta.data(), 1, nullptr, ws.Vb.data(), Vc); break;
@@ -205,7 +206,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         break;
       case plan::OpCode::kKtV:
         if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'), K read transposed in place or from a panel
-          simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.elk.data(), 1, nullptr, ws.Vd.data(), Vc);
+          simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, in.k_factors(), ws.Vd.data(), Vc);
           if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
           update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
                        dst, cnt);
