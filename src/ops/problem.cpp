@@ -32,9 +32,6 @@ Outputs with_strides(const Outputs& out) {
   return o;
 }
 
-namespace {
-
-// Rank, strides, data pointer and dtype class of one view.
 Status check_view(const TensorView& t, const char* name, int rank, bool want_float) {
   if (t.rank() != rank) {
     return InvalidArgument(std::string(name) + " must have rank " + std::to_string(rank) + ", got shape " +
@@ -57,12 +54,6 @@ Status check_view(const TensorView& t, const char* name, int rank, bool want_flo
   return Status::Ok();
 }
 
-// Byte range [lo, hi) that a view's elements span (strides may be negative: a reversed view starts at its
-// data pointer and runs downwards). Empty views span nothing.
-struct Span {
-  uintptr_t lo = 0, hi = 0;
-};
-
 Span span_of(const TensorView& t) {
   if (t.numel() == 0 || t.data == nullptr) return {};
   const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
@@ -75,9 +66,6 @@ Span span_of(const TensorView& t) {
   return {base + static_cast<uintptr_t>(down * es), base + static_cast<uintptr_t>((up + 1) * es)};
 }
 
-// A tensor the call writes must give every element its own memory: with the dimensions ordered by |stride|,
-// each |stride| must exceed the reach of the smaller ones (sum |stride_j| (shape_j - 1)). That is exact for
-// the layouts views produce (row-major, permuted, sliced, reversed) and refuses broadcast (stride 0) ones.
 Status check_distinct_elements(const TensorView& t, const char* name) {
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, shape) of the dimensions longer than 1
   for (int d = 0; d < t.rank(); ++d) {
@@ -95,6 +83,13 @@ Status check_distinct_elements(const TensorView& t, const char* name) {
   }
   return Status::Ok();
 }
+
+bool views_overlap(const TensorView& a, const TensorView& b) {
+  const Span x = span_of(a), y = span_of(b);
+  return x.lo < x.hi && y.lo < y.hi && x.lo < y.hi && y.lo < x.hi;
+}
+
+namespace {
 
 // A written tensor must not share memory with any other tensor of the call: the strategies read inputs and
 // write outputs in different orders, so an alias would be read after it was overwritten.

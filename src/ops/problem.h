@@ -57,6 +57,22 @@ Status validate_slot_pool(const Problem& p, const TensorView& state_pool, const 
 // neither it nor o may share memory with another tensor of the call (inputs, o, slot_indices).
 Status check_written_pool(const Problem& p, const TensorView& pool, const TensorView& o, const TensorView& slots);
 
+// Rank, strides, data pointer and dtype class (float, or I64 when !want_float) of one view.
+Status check_view(const TensorView& t, const char* name, int rank, bool want_float);
+
+// Byte range [lo, hi) that a view's elements span (strides may be negative: a reversed view starts at its
+// data pointer and runs downwards). Empty views span nothing.
+struct Span {
+  uintptr_t lo = 0, hi = 0;
+};
+Span span_of(const TensorView& t);
+bool views_overlap(const TensorView& a, const TensorView& b);
+
+// A tensor the call writes must give every element its own memory: with the dimensions ordered by |stride|,
+// each |stride| must exceed the reach of the smaller ones (sum |stride_j| (shape_j - 1)). That is exact for
+// the layouts views produce (row-major, permuted, sliced, reversed) and refuses broadcast (stride 0) ones.
+Status check_distinct_elements(const TensorView& t, const char* name);
+
 // Shape string "[a, b, c]".
 std::string shape_str(const std::vector<int64_t>& s);
 
