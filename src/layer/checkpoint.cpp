@@ -46,7 +46,9 @@ Status load_layer(const std::string& model_dir, int64_t layer_index, Precision p
   std::map<std::string, std::string> file_of;
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   std::map<std::string, TensorFile> files;
+  std::string listing;  // where a missing tensor would have been listed
   if (exists(index_path)) {
+    listing = index_path;
     HANPU_RETURN_IF_ERROR(read_text(index_path, &text));
     const nlohmann::json idx = nlohmann::json::parse(text, nullptr, false);
     if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
@@ -60,6 +62,7 @@ Status load_layer(const std::string& model_dir, int64_t layer_index, Precision p
     }
   } else {
     const std::string path = model_dir + "/model.safetensors";
+    listing = path;
     HANPU_RETURN_IF_ERROR(read_safetensors(path, &files[path]));
     for (const auto& [name, t] : files[path].tensors) file_of[name] = path;
   }
@@ -82,7 +85,7 @@ Status load_layer(const std::string& model_dir, int64_t layer_index, Precision p
   const WeightLookup lookup = [&](const std::string& name, std::string* where) -> const TensorView* {
     const std::string full = prefix + name;
     auto f = file_of.find(full);
-    *where = (f == file_of.end() ? model_dir : f->second) + ": " + full;
+    *where = (f == file_of.end() ? listing : f->second) + ": " + full;
     if (f == file_of.end()) return nullptr;
     const Tensor* t = files[f->second].find(full);
     if (!t) return nullptr;  // the index names a tensor its shard lacks: reported as missing
