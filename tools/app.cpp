@@ -22,6 +22,8 @@ CommandLine::CommandLine()
       "Horizontal fusion of independent tasks: the four-group experiment and pairing under deadlines (NPU model "
       "or host)",
       add_fuse_command);
+  add("layer", "Run one whole linear-attention layer (a checkpoint's or a preset's): time, parts, decode, check",
+      add_layer_command);
 }
 
 int CommandLine::run() const {

@@ -18,6 +18,7 @@ Runner add_plan_command(CLI::App& app);
 Runner add_calibrate_command(CLI::App& app);
 Runner add_sim_command(CLI::App& app);
 Runner add_fuse_command(CLI::App& app);
+Runner add_layer_command(CLI::App& app);
 
 // Writes `text` to `path`; false if the file cannot be written.
 inline bool write_file(const std::string& path, const std::string& text) {

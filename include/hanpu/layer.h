@@ -30,6 +30,7 @@
 
 #include "hanpu/engine.h"
 #include "hanpu/ops.h"
+#include "hanpu/safetensors.h"
 #include "hanpu/tensor.h"
 
 namespace hanpu {
@@ -125,5 +126,10 @@ class Layer {
 // listed by model.safetensors.index.json. Reads layer `layer_index` (names "model.layers.N.linear_attn.*"
 // or "model.layers.N.self_attn.*", under "model.language_model." for multimodal Qwen3.5 checkpoints).
 Status load_layer(const std::string& model_dir, int64_t layer_index, Precision precision, std::unique_ptr<Layer>* out);
+
+// What load_layer reads: the layer's spec and its tensors under names relative to the layer module, and
+// the origin errors name them by ("DIR/model.safetensors: model.layers.3.linear_attn.").
+Status read_layer_checkpoint(const std::string& model_dir, int64_t layer_index, LayerSpec* spec, TensorFile* weights,
+                             std::string* origin);
 
 }  // namespace hanpu

@@ -35,20 +35,19 @@ std::vector<std::string> layer_prefixes(LayerArch arch, int64_t i) {
 
 }  // namespace
 
-Status load_layer(const std::string& model_dir, int64_t layer_index, Precision precision, std::unique_ptr<Layer>* out) {
+Status read_layer_checkpoint(const std::string& model_dir, int64_t layer_index, LayerSpec* spec, TensorFile* weights,
+                             std::string* origin) {
   const std::string config_path = model_dir + "/config.json";
   std::string text;
   HANPU_RETURN_IF_ERROR(read_text(config_path, &text));
-  LayerSpec spec;
-  HANPU_RETURN_IF_ERROR(layer_spec_from_config(text, config_path, layer_index, &spec));
+  HANPU_RETURN_IF_ERROR(layer_spec_from_config(text, config_path, layer_index, spec));
 
   // name -> file: from the shard index, or every tensor of the one file.
   std::map<std::string, std::string> file_of;
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   std::map<std::string, TensorFile> files;
-  std::string listing;  // where a missing tensor would have been listed
   if (exists(index_path)) {
-    listing = index_path;
+    *origin = index_path + ": ";
     HANPU_RETURN_IF_ERROR(read_text(index_path, &text));
     const nlohmann::json idx = nlohmann::json::parse(text, nullptr, false);
     if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
@@ -62,12 +61,12 @@ Status load_layer(const std::string& model_dir, int64_t layer_index, Precision p
     }
   } else {
     const std::string path = model_dir + "/model.safetensors";
-    listing = path;
+    *origin = path + ": ";
     HANPU_RETURN_IF_ERROR(read_safetensors(path, &files[path]));
     for (const auto& [name, t] : files[path].tensors) file_of[name] = path;
   }
   std::string prefix;
-  for (const std::string& p : layer_prefixes(spec.arch, layer_index)) {
+  for (const std::string& p : layer_prefixes(spec->arch, layer_index)) {
     auto it = file_of.lower_bound(p);
     if (it != file_of.end() && it->first.compare(0, p.size(), p) == 0) {
       prefix = p;
@@ -76,20 +75,30 @@ Status load_layer(const std::string& model_dir, int64_t layer_index, Precision p
   }
   if (prefix.empty())
     return NotFound(model_dir + ": no tensor of layer " + std::to_string(layer_index) + " (looked for " +
-                    layer_prefixes(spec.arch, layer_index)[0] + "*)");
-  // Read the shards that hold this layer's tensors.
-  for (auto it = file_of.lower_bound(prefix); it != file_of.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+                    layer_prefixes(spec->arch, layer_index)[0] + "*)");
+  *origin += prefix;
+  // Read the shards that hold this layer's tensors and move them out under their relative names; a tensor
+  // the index lists but its shard lacks stays absent (reported as missing by Layer::create).
+  weights->tensors.clear();
+  for (auto it = file_of.lower_bound(prefix); it != file_of.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
     if (!files.count(it->second)) HANPU_RETURN_IF_ERROR(read_safetensors(it->second, &files[it->second]));
+    auto t = files[it->second].tensors.find(it->first);
+    if (t != files[it->second].tensors.end()) weights->tensors[it->first.substr(prefix.size())] = std::move(t->second);
+  }
+  return Status::Ok();
+}
 
+Status load_layer(const std::string& model_dir, int64_t layer_index, Precision precision, std::unique_ptr<Layer>* out) {
+  LayerSpec spec;
+  TensorFile weights;
+  std::string origin;
+  HANPU_RETURN_IF_ERROR(read_layer_checkpoint(model_dir, layer_index, &spec, &weights, &origin));
   std::map<std::string, TensorView> views;
   const WeightLookup lookup = [&](const std::string& name, std::string* where) -> const TensorView* {
-    const std::string full = prefix + name;
-    auto f = file_of.find(full);
-    *where = (f == file_of.end() ? listing : f->second) + ": " + full;
-    if (f == file_of.end()) return nullptr;
-    const Tensor* t = files[f->second].find(full);
-    if (!t) return nullptr;  // the index names a tensor its shard lacks: reported as missing
-    return &(views[full] = t->view());
+    *where = origin + name;
+    const Tensor* t = weights.find(name);
+    return t ? &(views[name] = t->view()) : nullptr;
   };
   return Layer::create(spec, lookup, precision, out);
 }

@@ -16,6 +16,7 @@
 
 #include "core/strided.h"
 #include "exec/thread_pool.h"
+#include "kernels/simd.h"
 #include "layer/layer_impl.h"
 #include "layer/matmul.h"
 #include "ops/problem.h"
@@ -34,8 +35,12 @@ inline float round_to(float x) {
   if constexpr (std::is_same_v<A, uint16_t>) return bf16_bits_to_f32(f32_to_bf16_bits(x));
   return x;
 }
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// e[i] = exp(-x[i]) with the kernel set's vector exp: silu(x) = x / (1 + e), sigmoid(x) = 1 / (1 + e).
+inline void exp_neg(int64_t n, const float* x, float* e) {
+  for (int64_t i = 0; i < n; ++i) e[i] = -x[i];
+  simd::exp_f32(n, e, e);
+}
 
 void split(int64_t items, int parts, int i, int64_t* b, int64_t* e) {
   *b = items * i / parts;
@@ -71,29 +76,42 @@ class PartTimer {
   double ms_[5] = {0, 0, 0, 0, 0};
 };
 
-// The causal conv + silu over channels [c0, c1) of one sequence's T rows of P (row stride ldp), in place,
-// last token first. ctx [Kc - 1, c1 - c0]: the inputs before the first token (oldest first).
+// The causal conv + silu over channels [c0, c1) of one sequence's T rows of P (row stride ldp), in place.
+// ctx [Kc - 1, c1 - c0]: the inputs before the first token (oldest first).
 //   out[t, c] = silu(bias[c] + sum_j w[j, c] in[t - (Kc - 1) + j, c])
-// with the conv output and the silu output each rounded to A, as transformers' bf16 ops round them.
+// with the conv output and the silu output each rounded to A, as transformers' bf16 ops round them. Tokens
+// go in tiles through an fp32 buffer that also keeps the Kc - 1 inputs before the tile (already overwritten
+// in P by then), so the inner loops are plain fp32 multiply-adds over contiguous channels.
 template <typename A>
-void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, int64_t c1, const float* ctx) {
-  const int64_t C = L.spec.conv_dim(), Kc = L.spec.conv_kernel, w = c1 - c0;
-  std::vector<float> acc(w);
-  for (int64_t t = T - 1; t >= 0; --t) {
-    for (int64_t c = 0; c < w; ++c) acc[c] = L.conv_b.empty() ? 0.0f : L.conv_b[c0 + c];
-    for (int64_t j = 0; j < Kc; ++j) {
-      const int64_t src = t - (Kc - 1) + j;
-      const float* wj = L.conv_w.data() + j * C + c0;
-      if (src >= 0) {
-        const A* row = P + src * ldp + c0;
-        for (int64_t c = 0; c < w; ++c) acc[c] += wj[c] * ld(row, c);
-      } else {
-        const float* row = ctx + (Kc - 1 + src) * w;
-        for (int64_t c = 0; c < w; ++c) acc[c] += wj[c] * row[c];
-      }
+void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, int64_t c1, const float* ctx,
+                std::vector<float>* buf) {
+  const int64_t C = L.spec.conv_dim(), Kc = L.spec.conv_kernel, w = c1 - c0, pre = Kc - 1, tile = 128;
+  buf->resize((pre + tile) * w + 2 * w);
+  float* in = buf->data();  // [pre + tile, w]
+  float* acc = in + (pre + tile) * w;
+  float* e = acc + w;
+  std::copy(ctx, ctx + pre * w, in);
+  for (int64_t t0 = 0; t0 < T; t0 += tile) {
+    const int64_t n = std::min(tile, T - t0);
+    for (int64_t t = 0; t < n; ++t) {
+      const A* row = P + (t0 + t) * ldp + c0;
+      float* dst = in + (pre + t) * w;
+      for (int64_t c = 0; c < w; ++c) dst[c] = ld(row, c);
     }
-    A* out = P + t * ldp + c0;
-    for (int64_t c = 0; c < w; ++c) st(out, c, silu(round_to<A>(acc[c])));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t c = 0; c < w; ++c) acc[c] = L.conv_b.empty() ? 0.0f : L.conv_b[c0 + c];
+      for (int64_t j = 0; j < Kc; ++j) {
+        const float* __restrict x = in + (t + j) * w;
+        const float* __restrict wj = L.conv_w.data() + j * C + c0;
+        float* __restrict a = acc;
+        for (int64_t c = 0; c < w; ++c) a[c] += wj[c] * x[c];
+      }
+      for (int64_t c = 0; c < w; ++c) acc[c] = round_to<A>(acc[c]);
+      exp_neg(w, acc, e);
+      A* out = P + (t0 + t) * ldp + c0;
+      for (int64_t c = 0; c < w; ++c) st(out, c, acc[c] / (1.0f + e[c]));
+    }
+    std::copy(in + n * w, in + (n + pre) * w, in);  // the tile's last Kc - 1 inputs precede the next tile
   }
 }
 
@@ -101,17 +119,19 @@ void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, 
 // GDN (Qwen3NextRMSNormGated): h = rnd(o r); h = rnd(w h); out = rnd(h silu(z));
 // KDA (KimiLinearRMSNormGated): out = rnd(w o r sigmoid(gate)); r = rsqrt(mean(o^2) + eps) in fp32.
 template <typename A>
-void norm_row(const Layer::Impl& L, A* o, const A* gate, int64_t V) {
+void norm_row(const Layer::Impl& L, A* o, const A* gate, int64_t V, float* g, float* e) {
+  for (int64_t i = 0; i < V; ++i) g[i] = ld(gate, i);
+  exp_neg(V, g, e);  // silu(g) = g / (1 + e), sigmoid(g) = 1 / (1 + e)
   double ss = 0;
   for (int64_t i = 0; i < V; ++i) ss += static_cast<double>(ld(o, i)) * ld(o, i);
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / V) + static_cast<float>(L.spec.rms_norm_eps));
   if (L.spec.kind() == Kind::kGdn) {
     for (int64_t i = 0; i < V; ++i) {
       const float h = round_to<A>(L.norm_w[i] * round_to<A>(ld(o, i) * r));
-      st(o, i, h * silu(ld(gate, i)));
+      st(o, i, h * (g[i] / (1.0f + e[i])));
     }
   } else {
-    for (int64_t i = 0; i < V; ++i) st(o, i, L.norm_w[i] * (ld(o, i) * r) * sigmoid(ld(gate, i)));
+    for (int64_t i = 0; i < V; ++i) st(o, i, L.norm_w[i] * (ld(o, i) * r) * (1.0f / (1.0f + e[i])));
   }
 }
 
@@ -243,10 +263,11 @@ struct Call {
     pool.run([&](int w) {
       int64_t b, e;
       split(M * HV, threads, w, &b, &e);
+      std::vector<float> gbuf(V), ebuf(V);
       for (int64_t u = b; u < e; ++u) {
         const int64_t m = u / HV, h = u % HV;
         const A* gate = s.kind() == Kind::kGdn ? p + m * L.n1 + L.col_z + h * V : g + m * vd + h * V;
-        norm_row(L, o + m * vd + h * V, gate, V);
+        norm_row(L, o + m * vd + h * V, gate, V, gbuf.data(), ebuf.data());
       }
     });
   }
@@ -298,7 +319,7 @@ Status prefill_impl(const Layer::Impl& L, const TensorView& x, const TensorView&
   call.pool.run([&](int w) {
     int64_t ib, ie;
     split(B * blocks, threads, w, &ib, &ie);
-    std::vector<float> ctx, tail;
+    std::vector<float> ctx, tail, buf;
     for (int64_t item = ib; item < ie; ++item) {
       const int64_t b = item / blocks, c0 = (item % blocks) * cb, c1 = std::min(C, c0 + cb), wd = c1 - c0;
       // ctx: the Kc - 1 inputs before the first token (the carried conv state's newest, or zeros).
@@ -326,7 +347,7 @@ Status prefill_impl(const Layer::Impl& L, const TensorView& x, const TensorView&
         for (int64_t j = 0; j < Kc; ++j)
           store_elems(cs, b * cs.stride(0) + c0 * cs.stride(1) + j * cs.stride(2), cs.stride(1), wd, tail.data() + j * wd);
       }
-      conv_block(L, rows, L.n1, T, c0, c1, ctx.data());
+      conv_block(L, rows, L.n1, T, c0, c1, ctx.data(), &buf);
     }
   });
   timer.lap(PartTimer::kConv);
@@ -371,7 +392,7 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   call.pool.run([&](int w) {
     int64_t b, e;
     split(N, threads, w, &b, &e);
-    std::vector<float> win(Kc);
+    std::vector<float> win(Kc), acc_row(C), e_row(C);
     for (int64_t n = b; n < e; ++n) {
       A* row = P + n * L.n1;
       for (int64_t c = 0; c < C; ++c) raw[n * C + c] = ld(row, c);
@@ -381,8 +402,10 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
         float acc = L.conv_b.empty() ? 0.0f : L.conv_b[c];
         for (int64_t j = 0; j + 1 < Kc; ++j) acc += L.conv_w[j * C + c] * win[j + 1];
         acc += L.conv_w[(Kc - 1) * C + c] * raw[n * C + c];
-        st(row, c, silu(round_to<A>(acc)));
+        acc_row[c] = round_to<A>(acc);
       }
+      exp_neg(C, acc_row.data(), e_row.data());
+      for (int64_t c = 0; c < C; ++c) st(row, c, acc_row[c] / (1.0f + e_row[c]));
     }
   });
   timer.lap(PartTimer::kConv);

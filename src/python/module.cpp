@@ -17,43 +17,10 @@
 #include "hanpu/version.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
-
-namespace py = pybind11;
+#include "python/descriptors.h"
 
 namespace hanpu {
 namespace {
-
-// (address, dtype name as in safetensors, shape, strides in elements)
-using Descriptor = std::tuple<std::uintptr_t, std::string, std::vector<int64_t>, std::vector<int64_t>>;
-
-TensorView to_view(const std::string& name, const Descriptor& d) {
-  const auto& [addr, dtype_name, shape, strides] = d;
-  DType dt;
-  if (!parse_dtype(dtype_name, &dt)) throw py::value_error(name + ": unsupported dtype " + dtype_name);
-  if (shape.size() != strides.size()) {
-    throw py::value_error(name + ": " + std::to_string(shape.size()) + " dims but " +
-                          std::to_string(strides.size()) + " strides");
-  }
-  return TensorView(reinterpret_cast<const void*>(addr), dt, shape, strides);
-}
-
-std::optional<TensorView> optional_view(const py::dict& t, const char* name) {
-  if (!t.contains(name) || t[name].is_none()) return std::nullopt;
-  return to_view(name, t[name].cast<Descriptor>());
-}
-
-TensorView required_view(const py::dict& t, const char* name) {
-  auto v = optional_view(t, name);
-  if (!v) throw py::value_error(std::string(name) + " is required");
-  return *v;
-}
-
-// Status -> Python exception: bad arguments are ValueError (the message names the argument).
-void raise_if_error(const Status& st) {
-  if (st.ok()) return;
-  if (st.code() == StatusCode::kInvalidArgument) throw py::value_error(st.message());
-  throw std::runtime_error(st.message());
-}
 
 Options parse_options(const std::string& kind, const py::dict& o) {
   Options opt;
@@ -192,6 +159,7 @@ PYBIND11_MODULE(_hanpu, m) {
   });
   m.def("bf16_unit", [] { return hanpu::active_kernels().bf16_unit; });
   m.def("resolve_threads", &hanpu::ThreadPool::resolve, py::arg("threads"));
+  hanpu::register_layers(m);
   m.def("strategies", [] {
     std::vector<std::string> names;
     for (hanpu::Strategy s : hanpu::all_strategies()) names.emplace_back(hanpu::strategy_name(s));
