@@ -314,7 +314,7 @@ Status prefill_impl(const Layer::Impl& L, const TensorView& x, const TensorView&
   timer.lap(PartTimer::kProjections);
 
   // Conv: work items are (sequence, block of 64 channels).
-  const int64_t cb = 64, blocks = (C + cb - 1) / cb;
+  const int64_t cb = 256, blocks = (C + cb - 1) / cb;
   A* P = reinterpret_cast<A*>(call.P.get());
   call.pool.run([&](int w) {
     int64_t ib, ie;
