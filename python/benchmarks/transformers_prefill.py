@@ -1,16 +1,20 @@
-"""transformers' linear attention on the CPU, with its PyTorch fallback and with hanpu patched in.
+"""transformers' linear attention on the CPU: stock, with hanpu's kernel patched in, and with hanpu's whole layer.
 
-    .venv/bin/python python/benchmarks/transformers_prefill.py [--tokens 512,1024,2048,4096,8192]
-        [--reps 3] [--e2e-tokens 2048] [--threads N] [--json FILE]
+    .venv/bin/python python/benchmarks/transformers_prefill.py [--tokens 512,4096] [--dtypes fp32,bf16]
+        [--reps 3] [--e2e-tokens 2048] [--decode-batches 1,16] [--threads N] [--json FILE]
 
-Two measurements (each also split into the time inside the GDN kernel function and the rest), each the median of --reps runs after one warm-up, both variants timed in the same
-process and interleaved (patched, unpatched, patched, ...) so machine noise hits both alike:
-  * layer: one Qwen3_5GatedDeltaNet layer of a Qwen3.5-0.8B-shaped config (hidden 1024, 16 q/k heads,
-    16 value heads, head dims 128; the shape of hanpu's qwen3.5-0.8b bench preset), forward on
-    [1, T, 1024] hidden states: projections, short convolution, the GDN kernel, gated norm, output
-    projection. Only the kernel differs between the variants.
-  * e2e: prefill (one forward, logits included) of a small random Qwen3.5 model of the same layer shape,
-    4 decoder layers (3 linear attention + 1 full attention), vocab 4096.
+Three variants of the same module, timed in one process and interleaved (stock, kernel, layer, stock, ...)
+so machine noise hits all alike; each number is the median of --reps runs after one warm-up:
+  * transformers: stock (its PyTorch fallbacks for the conv and the GDN kernel, as on any CPU);
+  * kernel: hanpu_tf.patch(level="kernel"), only the GDN kernel function replaced;
+  * layer:  hanpu_tf.patch(level="layer"), the whole layer forward on hanpu.
+Measurements, per dtype (float32, bfloat16: the model converted with .to()):
+  * layer: one Qwen3_5GatedDeltaNet of a Qwen3.5-0.8B-shaped config (hidden 1024, 16 q/k heads, 16 value
+    heads, head dims 128; hanpu's qwen3.5-0.8b preset), forward on [1, T, 1024] hidden states;
+  * e2e: prefill (one forward, logits included) of a random Qwen3.5 model of the same layer shape, 4 decoder
+    layers (3 linear attention + 1 full attention), vocab 4096;
+  * decode: one cached decode step of that one layer for each batch size (the cache filled by a 64-token
+    prefill of the same variant), timed per step.
 The table goes to stdout, progress to stderr, records to --json.
 """
 
@@ -32,6 +36,8 @@ from hanpu.integrations import transformers as hanpu_tf
 MODELING = transformers.models.qwen3_5.modeling_qwen3_5
 LINEAR = dict(linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
               linear_conv_kernel_dim=4)
+VARIANTS = ("transformers", "kernel", "layer")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def config(layers: int) -> "transformers.Qwen3_5TextConfig":
@@ -41,102 +47,96 @@ def config(layers: int) -> "transformers.Qwen3_5TextConfig":
                                           head_dim=256, layer_types=types, **LINEAR)
 
 
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1e3
+def variant(name: str, threads: int):
+    if name == "transformers":
+        return contextlib.nullcontext()
+    return hanpu_tf.patched(level=name, threads=threads or None)
 
 
-@contextlib.contextmanager
-def kernel_clock(spent: list):
-    """Adds to spent[0] the ms spent inside the modeling module's GDN prefill kernel function (whichever
-    is installed: transformers' fallback or hanpu's replacement), so a layer's time splits into the
-    kernel and everything around it."""
-    name = "torch_chunk_gated_delta_rule"
-    inner = getattr(MODELING, name)
-
-    def clocked(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[0] += (time.perf_counter() - t0) * 1e3
-
-    setattr(MODELING, name, clocked)
-    try:
-        yield
-    finally:
-        setattr(MODELING, name, inner)
-
-
-def compare(label: str, fn, reps: int) -> dict:
-    """Median ms of fn (and of the GDN kernel calls inside it) with transformers' fallback and with
-    hanpu, interleaved, after one warm-up each."""
-    times = {"transformers": [], "hanpu": []}
-    kernel = {"transformers": [], "hanpu": []}
+def compare(label: str, fn, reps: int, threads: int, setup=None) -> dict:
+    """Median ms of fn() per variant, interleaved, after one warm-up each; setup() (untimed) before each."""
+    times = {v: [] for v in VARIANTS}
     with torch.inference_mode():
         for r in range(-1, reps):  # r == -1: warm-up
-            for variant in times:
-                spent = [0.0]
-                with hanpu_tf.patched() if variant == "hanpu" else contextlib.nullcontext(), kernel_clock(spent):
-                    ms = timed(fn)
+            for v in VARIANTS:
+                with variant(v, threads):
+                    state = setup() if setup else None
+                    t0 = time.perf_counter()
+                    fn(state)
+                    ms = (time.perf_counter() - t0) * 1e3
                 if r >= 0:
-                    times[variant].append(ms)
-                    kernel[variant].append(spent[0])
+                    times[v].append(ms)
             if r >= 0:
-                print(f"  {label} rep {r + 1}/{reps}: transformers {times['transformers'][-1]:.1f} ms "
-                      f"(kernel {kernel['transformers'][-1]:.1f}), hanpu {times['hanpu'][-1]:.1f} ms "
-                      f"(kernel {kernel['hanpu'][-1]:.1f})", file=sys.stderr)
+                print(f"  {label} rep {r + 1}/{reps}: " + ", ".join(f"{v} {times[v][-1]:.1f} ms" for v in VARIANTS),
+                      file=sys.stderr)
     med = {v: statistics.median(t) for v, t in times.items()}
-    kmed = {v: statistics.median(t) for v, t in kernel.items()}
-    return {"transformers_ms": med["transformers"], "hanpu_ms": med["hanpu"],
-            "speedup": med["transformers"] / med["hanpu"],
-            "transformers_kernel_ms": kmed["transformers"], "hanpu_kernel_ms": kmed["hanpu"],
-            "kernel_speedup": kmed["transformers"] / kmed["hanpu"], "reps": reps,
-            "transformers_all_ms": times["transformers"], "hanpu_all_ms": times["hanpu"]}
+    return {**{f"{v}_ms": med[v] for v in VARIANTS},
+            "kernel_speedup": med["transformers"] / med["kernel"], "layer_speedup": med["transformers"] / med["layer"],
+            "reps": reps, **{f"{v}_all_ms": times[v] for v in VARIANTS}}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokens", default="512,1024,2048,4096,8192", help="layer benchmark token counts")
-    ap.add_argument("--e2e-tokens", type=int, default=2048, help="prompt length of the end-to-end prefill")
+    ap.add_argument("--tokens", default="512,4096", help="layer benchmark token counts")
+    ap.add_argument("--dtypes", default="fp32,bf16", help="model dtypes: fp32, bf16")
+    ap.add_argument("--e2e-tokens", type=int, default=2048, help="prompt length of the end-to-end prefill (0: skip)")
+    ap.add_argument("--decode-batches", default="1,16", help="batch sizes of the decode step ('' to skip)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="hanpu threads (0: every CPU); torch keeps its own")
     ap.add_argument("--json", help="write the records here")
     a = ap.parse_args()
     try:
         tokens = [int(t) for t in a.tokens.split(",")]
+        batches = [int(b) for b in a.decode_batches.split(",")] if a.decode_batches else []
     except ValueError:
-        ap.error(f"--tokens must be a comma-separated list of integers, got {a.tokens!r}")
-    if a.reps < 1 or any(t < 1 for t in tokens) or a.e2e_tokens < 1 or a.threads < 0:
-        ap.error("--reps, --tokens and --e2e-tokens must be >= 1 and --threads >= 0")
+        ap.error("--tokens and --decode-batches must be comma-separated lists of integers")
+    dtypes = a.dtypes.split(",")
+    if any(d not in DTYPES for d in dtypes):
+        ap.error(f"--dtypes must name fp32 and/or bf16, got {a.dtypes!r}")
+    if a.reps < 1 or any(t < 1 for t in tokens) or any(b < 1 for b in batches) or a.e2e_tokens < 0 or a.threads < 0:
+        ap.error("--reps, --tokens and --decode-batches must be >= 1, --e2e-tokens and --threads >= 0")
     hanpu.set_num_threads(a.threads)
-    torch.manual_seed(0)
     records = []
+    for dname in dtypes:
+        dt = DTYPES[dname]
+        torch.manual_seed(0)
+        layer = MODELING.Qwen3_5GatedDeltaNet(config(4), layer_idx=0).eval().to(dt)
+        for T in tokens:
+            x = (torch.randn(1, T, 1024) * 0.1).to(dt)
+            print(f"layer {dname} T={T}", file=sys.stderr)
+            rec = compare(f"layer {dname} T={T}", lambda _: layer(x), a.reps, a.threads)
+            records.append({"bench": "layer", "dtype": dname, "tokens": T, **rec})
 
-    layer = MODELING.Qwen3_5GatedDeltaNet(config(4), layer_idx=0).eval()
-    for T in tokens:
-        x = torch.randn(1, T, 1024) * 0.1
-        print(f"layer T={T}", file=sys.stderr)
-        rec = compare(f"layer T={T}", lambda: layer(x), a.reps)
-        records.append({"bench": "layer", "tokens": T, **rec})
+        model = transformers.Qwen3_5ForCausalLM(config(4)).eval().to(dt)
+        if a.e2e_tokens:
+            ids = torch.randint(0, 4096, (1, a.e2e_tokens))
+            print(f"e2e prefill {dname} T={a.e2e_tokens}", file=sys.stderr)
+            rec = compare(f"e2e {dname} T={a.e2e_tokens}", lambda _: model(ids), a.reps, a.threads)
+            records.append({"bench": "e2e_prefill", "dtype": dname, "tokens": a.e2e_tokens, "layers": 4, **rec})
 
-    model = transformers.Qwen3_5ForCausalLM(config(4)).eval()
-    ids = torch.randint(0, 4096, (1, a.e2e_tokens))
-    print(f"e2e prefill T={a.e2e_tokens}", file=sys.stderr)
-    rec = compare(f"e2e T={a.e2e_tokens}", lambda: model(ids), a.reps)
-    records.append({"bench": "e2e_prefill", "tokens": a.e2e_tokens, "layers": 4, **rec})
+        gdn = model.model.layers[0].linear_attn
+        for b in batches:
+            def prefilled(b=b):
+                cache = transformers.DynamicCache(config=model.config)
+                gdn(torch.randn(b, 64, 1024).to(dt) * 0.1, cache=cache)
+                return cache
+
+            x1 = (torch.randn(b, 1, 1024) * 0.1).to(dt)
+            print(f"decode {dname} batch {b}", file=sys.stderr)
+            rec = compare(f"decode {dname} B={b}", lambda cache: gdn(x1, cache=cache), max(a.reps, 10), a.threads,
+                          setup=prefilled)
+            records.append({"bench": "decode_step", "dtype": dname, "batch": b, "tokens": 1, **rec})
 
     env = {"hanpu": hanpu.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
            "torch_threads": torch.get_num_threads(), **hanpu.cpu_features()}
-    print(f"hanpu {env['hanpu']} ({env['simd_target']}, {env['threads']} threads), torch {env['torch']} "
-          f"({env['torch_threads']} threads), transformers {env['transformers']}")
-    print(f"{'bench':<12} {'tokens':>7} {'transformers ms':>16} {'hanpu ms':>10} {'speedup':>8}   "
-          f"{'kernel: transformers ms':>23} {'hanpu ms':>9} {'speedup':>8}")
+    print(f"hanpu {env['hanpu']} ({env['simd_target']}, {env['threads']} threads, bf16 unit: {env['bf16_unit']}), "
+          f"torch {env['torch']} ({env['torch_threads']} threads), transformers {env['transformers']}")
+    print(f"{'bench':<12} {'dtype':<5} {'T/batch':>7} {'transformers ms':>16} {'kernel ms':>10} {'layer ms':>9} "
+          f"{'kernel x':>9} {'layer x':>8}")
     for r in records:
-        print(f"{r['bench']:<12} {r['tokens']:>7} {r['transformers_ms']:>16.1f} {r['hanpu_ms']:>10.1f} "
-              f"{r['speedup']:>7.1f}x   {r['transformers_kernel_ms']:>23.1f} {r['hanpu_kernel_ms']:>9.1f} "
-              f"{r['kernel_speedup']:>7.1f}x")
+        size = r["batch"] if r["bench"] == "decode_step" else r["tokens"]
+        print(f"{r['bench']:<12} {r['dtype']:<5} {size:>7} {r['transformers_ms']:>16.2f} {r['kernel_ms']:>10.2f} "
+              f"{r['layer_ms']:>9.2f} {r['kernel_speedup']:>8.2f}x {r['layer_speedup']:>7.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"environment": env, "records": records}, f, indent=2)

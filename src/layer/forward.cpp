@@ -47,8 +47,9 @@ void split(int64_t items, int parts, int i, int64_t* b, int64_t* e) {
   *e = items * (i + 1) / parts;
 }
 
-std::unique_ptr<unsigned char[]> alloc(int64_t elems, DType dt) {
-  return std::unique_ptr<unsigned char[]>(new unsigned char[std::max<int64_t>(1, elems) * dtype_size(dt)]);
+using Lease = BufferPool::Lease;
+Lease alloc(const Layer::Impl& L, int64_t elems, DType dt) {
+  return L.buffers.take(static_cast<std::size_t>(std::max<int64_t>(1, elems)) * dtype_size(dt));
 }
 
 // Wall time of the parts, in LayerStats::parts_ms order.
@@ -157,9 +158,9 @@ int64_t row_offset(const TensorView& t, int64_t r) {
 }
 
 // x as M contiguous rows of the activation dtype: x itself when it already is, else a converted copy.
-const void* activations_in(const TensorView& x, int64_t M, int64_t D, DType act, std::unique_ptr<unsigned char[]>* keep) {
+const void* activations_in(const Layer::Impl& L, const TensorView& x, int64_t M, int64_t D, DType act, Lease* keep) {
   if (x.dtype == act && dense_rows(x, M, D)) return x.data;
-  *keep = alloc(M * D, act);
+  *keep = alloc(L, M * D, act);
   const TensorView dst(keep->get(), act, {M, D});
   std::vector<float> row(D);
   for (int64_t m = 0; m < M; ++m) {
@@ -187,7 +188,7 @@ struct Call {
   int threads;
   ThreadPool& pool;
   int64_t M;
-  std::unique_ptr<unsigned char[]> xbuf, P, F, G, O;
+  Lease xbuf, P, F, G, O;
   const void* X = nullptr;
 
   Call(const Layer::Impl& l, int t, int64_t m) : L(l), threads(t), pool(shared_pool(t)), M(m) {}
@@ -197,13 +198,13 @@ struct Call {
 
   Status project_in(const TensorView& x) {
     const int64_t D = L.spec.hidden_size;
-    X = activations_in(x, M, D, L.act, &xbuf);
-    P = alloc(M * L.n1, L.act);
+    X = activations_in(L, x, M, D, L.act, &xbuf);
+    P = alloc(L, M * L.n1, L.act);
     HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, L.n1, D, L.act, X, D, L.w_in.bytes.data(), L.act, P.get(), L.n1, threads));
     if (L.spec.kind() == Kind::kKda) {
       const int64_t hk = L.spec.key_dim(), K = L.spec.head_k_dim;
-      F = alloc(M * hk, L.act);
-      G = alloc(M * hk, L.act);
+      F = alloc(L, M * hk, L.act);
+      G = alloc(L, M * hk, L.act);
       HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, hk, K, L.act, pcol(L.col_fa), L.n1, L.w_fb.bytes.data(), L.act, F.get(),
                                              hk, threads));
       HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, hk, K, L.act, pcol(L.col_ga), L.n1, L.w_gb.bytes.data(), L.act, G.get(),
@@ -277,7 +278,7 @@ struct Call {
     const int64_t D = L.spec.hidden_size, vd = L.spec.value_dim();
     if (y.dtype == L.act && dense_rows(y, M, D))
       return layer::matmul_nt(M, D, vd, L.act, O.get(), vd, L.w_out.bytes.data(), L.act, y.data, D, threads);
-    auto ybuf = alloc(M * D, L.act);
+    Lease ybuf = alloc(L, M * D, L.act);
     HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, D, vd, L.act, O.get(), vd, L.w_out.bytes.data(), L.act, ybuf.get(), D, threads));
     const TensorView src(ybuf.get(), L.act, {M, D});
     std::vector<float> row(D);
@@ -354,7 +355,7 @@ Status prefill_impl(const Layer::Impl& L, const TensorView& x, const TensorView&
   call.template betas<A>();
   timer.lap(PartTimer::kGates);
 
-  call.O = alloc(B * T * s.value_dim(), L.act);
+  call.O = alloc(L, B * T * s.value_dim(), L.act);
   Inputs in = call.core_inputs(B, T);
   if (state && state->continuing) in.initial_state = initial.view();
   Outputs out;
@@ -412,7 +413,7 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   call.template betas<A>();
   timer.lap(PartTimer::kGates);
 
-  call.O = alloc(N * s.value_dim(), L.act);
+  call.O = alloc(L, N * s.value_dim(), L.act);
   const TensorView o(call.O.get(), L.act, {N, 1, s.num_v_heads, s.head_v_dim});
   EngineConfig cfg;
   cfg.strategy = run.strategy;

@@ -3,13 +3,67 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "hanpu/layer.h"
 
 namespace hanpu {
 
+// Workspace buffers kept between calls: a prefill's buffers are 100s of MB (the projections' outputs), and
+// fresh ones cost a page fault and a zeroed page per 4 KiB on first touch. A call takes the smallest free
+// buffer that fits (or allocates one) and hands it back when it ends; concurrent calls get their own.
+class BufferPool {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(BufferPool* pool, std::size_t bytes, std::unique_ptr<unsigned char[]> p)
+        : pool_(pool), bytes_(bytes), p_(std::move(p)) {}
+    Lease(Lease&&) = default;
+    Lease& operator=(Lease&& o) {
+      release();
+      pool_ = o.pool_, bytes_ = o.bytes_, p_ = std::move(o.p_);
+      return *this;
+    }
+    ~Lease() { release(); }
+    unsigned char* get() const { return p_.get(); }
+
+   private:
+    void release() {
+      if (pool_ && p_) pool_->give(bytes_, std::move(p_));
+    }
+    BufferPool* pool_ = nullptr;
+    std::size_t bytes_ = 0;
+    std::unique_ptr<unsigned char[]> p_;
+  };
+
+  Lease take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].first >= bytes && (best == free_.size() || free_[i].first < free_[best].first)) best = i;
+    if (best == free_.size()) return Lease(this, bytes, std::unique_ptr<unsigned char[]>(new unsigned char[bytes]));
+    auto [size, p] = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    return Lease(this, size, std::move(p));
+  }
+
+ private:
+  void give(std::size_t bytes, std::unique_ptr<unsigned char[]> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() >= 8) free_.erase(free_.begin());  // bounded: the oldest goes
+    free_.emplace_back(bytes, std::move(p));
+  }
+  std::mutex mu_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<unsigned char[]>>> free_;
+};
+
 struct Layer::Impl {
+  mutable BufferPool buffers;  // workspaces of prefill and decode calls
+
   LayerSpec spec;
   Precision precision = Precision::kExact;  // kExact or kBf16 (resolved)
   DType act = DType::kF32;                  // activation and weight dtype: F32 or BF16
