@@ -166,11 +166,85 @@ static void check_decode(void) {
   CHECK(memcmp(pool, pool0, sizeof pool) == 0);
 }
 
+/* A tiny Qwen3.5 layer from weights in memory: a 9-token prefill equals an 8-token prefill that fills the
+ * states followed by one decode step; errors name what is wrong. */
+enum { LD = 16, LH = 1, LHV = 2, LK = 8, LV = 4, LKC = 4, LC = 2 * LH * LK + LHV * LV, LT = 9 };
+
+static void check_layer(void) {
+  static float qkv[LC * LD], z[LHV * LV * LD], b[LHV * LD], a[LHV * LD], conv[LC * LKC], alog[LHV], dtb[LHV],
+      norm[LV], out[LD * LHV * LV];
+  struct {
+    const char* name;
+    float* data;
+    int32_t rank;
+    int64_t shape[3];
+    float scale;
+  } w[] = {{"in_proj_qkv.weight", qkv, 2, {LC, LD}, 0.25f},       {"in_proj_z.weight", z, 2, {LHV * LV, LD}, 0.25f},
+           {"in_proj_b.weight", b, 2, {LHV, LD}, 0.25f},          {"in_proj_a.weight", a, 2, {LHV, LD}, 0.25f},
+           {"conv1d.weight", conv, 3, {LC, 1, LKC}, 0.5f},        {"A_log", alog, 1, {LHV}, 1.0f},
+           {"dt_bias", dtb, 1, {LHV}, 1.0f},                      {"norm.weight", norm, 1, {LV}, 1.0f},
+           {"out_proj.weight", out, 2, {LD, LHV * LV}, 0.35f}};
+  enum { NW = sizeof w / sizeof w[0] };
+  const char* names[NW];
+  hanpu_tensor tensors[NW];
+  unsigned seed = 11;
+  for (int i = 0; i < NW; ++i) {
+    int64_t n = 1;
+    for (int d = 0; d < w[i].rank; ++d) n *= w[i].shape[d];
+    for (int64_t j = 0; j < n; ++j) w[i].data[j] = w[i].scale * next_value(&seed);
+    names[i] = w[i].name;
+    tensors[i] = hanpu_tensor_contiguous(w[i].data, HANPU_F32, w[i].rank, w[i].shape);
+  }
+  const hanpu_layer_spec spec = {HANPU_QWEN3_5, LD, LH, LHV, LK, LV, LKC, 1e-6};
+  hanpu_layer* layer = NULL;
+  CHECK(hanpu_layer_create(&spec, names, tensors, NW, HANPU_PRECISION_AUTO, &layer) == HANPU_OK);
+  int64_t conv_dim = 0;
+  int32_t act = -1;
+  CHECK(hanpu_layer_describe(layer, NULL, &conv_dim, &act) == HANPU_OK && conv_dim == LC && act == HANPU_F32);
+
+  static float x[LT * LD], y_full[LT * LD], y_part[LT * LD], y_step[LD], cs[LC * LKC], rs[LHV * LK * LV];
+  for (int i = 0; i < LT * LD; ++i) x[i] = next_value(&seed);
+  const int64_t full_shape[3] = {1, LT, LD}, part_shape[3] = {1, LT - 1, LD}, step_shape[2] = {1, LD};
+  const int64_t cs_shape[3] = {1, LC, LKC}, rs_shape[4] = {1, LHV, LK, LV}, slot_shape[1] = {1};
+  hanpu_tensor xf = hanpu_tensor_contiguous(x, HANPU_F32, 3, full_shape);
+  hanpu_tensor yf = hanpu_tensor_contiguous(y_full, HANPU_F32, 3, full_shape);
+  CHECK(hanpu_layer_prefill(layer, &xf, &yf, NULL, NULL, 0, NULL) == HANPU_OK);
+  hanpu_tensor xp = hanpu_tensor_contiguous(x, HANPU_F32, 3, part_shape);
+  hanpu_tensor yp = hanpu_tensor_contiguous(y_part, HANPU_F32, 3, part_shape);
+  hanpu_tensor cst = hanpu_tensor_contiguous(cs, HANPU_F32, 3, cs_shape);
+  hanpu_tensor rst = hanpu_tensor_contiguous(rs, HANPU_F32, 4, rs_shape);
+  CHECK(hanpu_layer_prefill(layer, &xp, &yp, &cst, &rst, 0, NULL) == HANPU_OK);
+  int64_t slot = 0;
+  hanpu_tensor xs = hanpu_tensor_contiguous(x + (LT - 1) * LD, HANPU_F32, 2, step_shape);
+  hanpu_tensor ys = hanpu_tensor_contiguous(y_step, HANPU_F32, 2, step_shape);
+  hanpu_tensor sl = hanpu_tensor_contiguous(&slot, HANPU_I64, 1, slot_shape);
+  CHECK(hanpu_layer_decode(layer, &xs, &ys, &cst, &rst, &sl, NULL) == HANPU_OK);
+  double num = 0, den = 0;
+  for (int i = 0; i < LD; ++i) {
+    const double d = y_step[i] - y_full[(LT - 1) * LD + i];
+    num += d * d;
+    den += (double)y_full[(LT - 1) * LD + i] * y_full[(LT - 1) * LD + i];
+  }
+  CHECK(den > 0 && num / den < 1e-10);
+
+  /* Errors: a slot outside the pool, a missing weight, a missing checkpoint. */
+  slot = 3;
+  CHECK(hanpu_layer_decode(layer, &xs, &ys, &cst, &rst, &sl, NULL) == HANPU_INVALID_ARGUMENT);
+  CHECK(strstr(hanpu_last_error(), "slots[0] = 3 is outside the pool") != NULL);
+  hanpu_layer_free(layer);
+  layer = NULL;
+  CHECK(hanpu_layer_create(&spec, names, tensors, NW - 1, HANPU_PRECISION_AUTO, &layer) == HANPU_NOT_FOUND);
+  CHECK(strstr(hanpu_last_error(), "out_proj.weight") != NULL && layer == NULL);
+  CHECK(hanpu_layer_load("/nonexistent-hanpu-model", 0, HANPU_PRECISION_AUTO, &layer) == HANPU_NOT_FOUND);
+  CHECK(strstr(hanpu_last_error(), "config.json") != NULL && layer == NULL);
+}
+
 int main(void) {
   CHECK(strlen(hanpu_version()) > 0);
   check_prefill(HANPU_GDN);
   check_prefill(HANPU_KDA);
   check_decode();
+  check_layer();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;

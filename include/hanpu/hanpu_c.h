@@ -1,5 +1,6 @@
 /* hanpu's C ABI: the GDN and KDA operators (chunkwise prefill on the engine, the token-by-token recurrence,
- * the fp64 reference) and continuous-batching decode over state slots, for C runtimes that embed kernels
+ * the fp64 reference), continuous-batching decode over state slots, and whole linear-attention layers
+ * (hanpu/layer.h: from a checkpoint or from weights in memory), for C runtimes that embed kernels
  * the way ggml does: plain pointers with shapes and element strides, dtype enums, and a status code per
  * call with a message for the calling thread (hanpu_last_error).
  *
@@ -106,6 +107,47 @@ hanpu_status hanpu_reference_forward(const hanpu_inputs* in, const hanpu_options
  * inputs' initial_state must be absent. cfg may be NULL. */
 hanpu_status hanpu_decode_slots(const hanpu_inputs* in, const hanpu_options* opt, const hanpu_engine_config* cfg,
                                 const hanpu_tensor* state_pool, const hanpu_tensor* slot_indices, const hanpu_tensor* o);
+
+/* ---- Whole layers (hanpu/layer.h): projections, conv, gates, core, gated norm, output projection ---- */
+
+typedef struct hanpu_layer hanpu_layer; /* opaque; free with hanpu_layer_free */
+typedef enum { HANPU_QWEN3_NEXT = 0, HANPU_QWEN3_5 = 1, HANPU_KIMI_LINEAR = 2 } hanpu_layer_arch;
+
+typedef struct {
+  int32_t arch; /* hanpu_layer_arch */
+  int64_t hidden_size, num_k_heads, num_v_heads, head_k_dim, head_v_dim, conv_kernel;
+  double rms_norm_eps;
+} hanpu_layer_spec;
+
+/* Layer `layer_index` of a Hugging Face checkpoint directory (config.json + safetensors). precision is a
+ * hanpu_precision (auto: bf16 for a bf16 checkpoint). */
+hanpu_status hanpu_layer_load(const char* model_dir, int64_t layer_index, int32_t precision, hanpu_layer** out);
+
+/* A layer from weights in memory, named as transformers names them relative to the layer module
+ * ("in_proj_qkv.weight", "conv1d.weight", "A_log", ...; hanpu/layer.h). The weights are copied. */
+hanpu_status hanpu_layer_create(const hanpu_layer_spec* spec, const char* const* names, const hanpu_tensor* weights,
+                                int32_t count, int32_t precision, hanpu_layer** out);
+
+void hanpu_layer_free(hanpu_layer* layer);
+
+/* The layer's spec, its conv state's channels (2 H K + HV V) and the dtype of its activations and conv state
+ * (HANPU_F32 or HANPU_BF16); any pointer may be NULL. */
+hanpu_status hanpu_layer_describe(const hanpu_layer* layer, hanpu_layer_spec* spec, int64_t* conv_dim,
+                                  int32_t* activation_dtype);
+
+/* Prefill: x, y [B, T, hidden] (any float dtype). conv_state [B, conv_dim, conv_kernel] (the activation
+ * dtype) and recurrent_state [B, HV, K, V] F32 are written with the final states (both NULL or rank 0:
+ * none); with `continuing` the prefill starts from them. cfg may be NULL. */
+hanpu_status hanpu_layer_prefill(const hanpu_layer* layer, const hanpu_tensor* x, const hanpu_tensor* y,
+                                 const hanpu_tensor* conv_state, const hanpu_tensor* recurrent_state, int32_t continuing,
+                                 const hanpu_engine_config* cfg);
+
+/* Decode one token per sequence: x, y [N, hidden]; sequence n updates conv_pool[slots[n]]
+ * ([P, conv_dim, conv_kernel]) and state_pool[slots[n]] ([P, HV, K, V] F32) in place; a negative slot is
+ * padding (zero y row, nothing touched). cfg may be NULL. */
+hanpu_status hanpu_layer_decode(const hanpu_layer* layer, const hanpu_tensor* x, const hanpu_tensor* y,
+                                const hanpu_tensor* conv_pool, const hanpu_tensor* state_pool, const hanpu_tensor* slots,
+                                const hanpu_engine_config* cfg);
 
 /* The message of the calling thread's last failed call ("" after a success); valid until its next call. */
 const char* hanpu_last_error(void);

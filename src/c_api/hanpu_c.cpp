@@ -3,9 +3,16 @@
 #include "hanpu/hanpu_c.h"
 
 #include <exception>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "hanpu/hanpu.h"
+#include "hanpu/layer.h"
+
+struct hanpu_layer {
+  std::unique_ptr<hanpu::Layer> layer;
+};
 
 namespace hanpu {
 namespace {
@@ -220,6 +227,112 @@ hanpu_status hanpu_decode_slots(const hanpu_inputs* in, const hanpu_options* opt
     return fail(err);
   }
   return guarded([&] { return engine_decode_slots(i, op, ec, pool, slots, ov); });
+}
+
+hanpu_status hanpu_layer_load(const char* model_dir, int64_t layer_index, int32_t precision, hanpu_layer** out) {
+  if (!model_dir || !out) return fail("model_dir and out are required");
+  if (precision < HANPU_PRECISION_AUTO || precision > HANPU_PRECISION_BF16)
+    return fail("precision " + std::to_string(precision) + " is not a hanpu_precision");
+  static const Precision precisions[] = {Precision::kAuto, Precision::kExact, Precision::kBf16};
+  *out = nullptr;
+  return guarded([&] {
+    auto h = std::make_unique<hanpu_layer>();
+    HANPU_RETURN_IF_ERROR(load_layer(model_dir, layer_index, precisions[precision], &h->layer));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+hanpu_status hanpu_layer_create(const hanpu_layer_spec* spec, const char* const* names, const hanpu_tensor* weights,
+                                int32_t count, int32_t precision, hanpu_layer** out) {
+  if (!spec || !out || count < 0 || (count > 0 && (!names || !weights)))
+    return fail("spec, out, and names and weights for count > 0, are required");
+  if (spec->arch < HANPU_QWEN3_NEXT || spec->arch > HANPU_KIMI_LINEAR)
+    return fail("spec.arch " + std::to_string(spec->arch) + " is not a hanpu_layer_arch");
+  if (precision < HANPU_PRECISION_AUTO || precision > HANPU_PRECISION_BF16)
+    return fail("precision " + std::to_string(precision) + " is not a hanpu_precision");
+  static const LayerArch archs[] = {LayerArch::kQwen3Next, LayerArch::kQwen3_5, LayerArch::kKimiLinear};
+  static const Precision precisions[] = {Precision::kAuto, Precision::kExact, Precision::kBf16};
+  const LayerSpec s{archs[spec->arch], spec->hidden_size, spec->num_k_heads, spec->num_v_heads, spec->head_k_dim,
+                    spec->head_v_dim, spec->conv_kernel, spec->rms_norm_eps};
+  std::map<std::string, TensorView> views;
+  std::string err;
+  for (int32_t i = 0; i < count; ++i) {
+    if (!names[i]) return fail("names[" + std::to_string(i) + "] is null");
+    TensorView v;
+    if (!to_view(weights[i], names[i], &v, &err)) return fail(err);
+    views[names[i]] = v;
+  }
+  *out = nullptr;
+  return guarded([&] {
+    const WeightLookup lookup = [&](const std::string& name, std::string* where) -> const TensorView* {
+      *where = "weights '" + name + "'";
+      auto it = views.find(name);
+      return it == views.end() ? nullptr : &it->second;
+    };
+    auto h = std::make_unique<hanpu_layer>();
+    HANPU_RETURN_IF_ERROR(Layer::create(s, lookup, precisions[precision], &h->layer));
+    *out = h.release();
+    return Status::Ok();
+  });
+}
+
+void hanpu_layer_free(hanpu_layer* layer) { delete layer; }
+
+hanpu_status hanpu_layer_describe(const hanpu_layer* layer, hanpu_layer_spec* spec, int64_t* conv_dim,
+                                  int32_t* activation_dtype) {
+  if (!layer) return fail("layer is null");
+  const LayerSpec& s = layer->layer->spec();
+  if (spec) {
+    *spec = hanpu_layer_spec{static_cast<int32_t>(s.arch == LayerArch::kQwen3Next ? HANPU_QWEN3_NEXT
+                                                  : s.arch == LayerArch::kQwen3_5  ? HANPU_QWEN3_5
+                                                                                   : HANPU_KIMI_LINEAR),
+                             s.hidden_size, s.num_k_heads, s.num_v_heads, s.head_k_dim, s.head_v_dim, s.conv_kernel,
+                             s.rms_norm_eps};
+  }
+  if (conv_dim) *conv_dim = s.conv_dim();
+  if (activation_dtype) *activation_dtype = layer->layer->activation_dtype() == DType::kBF16 ? HANPU_BF16 : HANPU_F32;
+  return to_c(Status::Ok());
+}
+
+hanpu_status hanpu_layer_prefill(const hanpu_layer* layer, const hanpu_tensor* x, const hanpu_tensor* y,
+                                 const hanpu_tensor* conv_state, const hanpu_tensor* recurrent_state, int32_t continuing,
+                                 const hanpu_engine_config* cfg) {
+  if (!layer || !x || !y) return fail("layer, x and y are required");
+  TensorView xv, yv;
+  std::optional<TensorView> conv, rec;
+  EngineConfig ec;
+  std::string err;
+  if (!to_view(*x, "x", &xv, &err) || !to_view(*y, "y", &yv, &err) || !to_optional(conv_state, "conv_state", &conv, &err) ||
+      !to_optional(recurrent_state, "recurrent_state", &rec, &err) || !to_engine_config(cfg, &ec, &err))
+    return fail(err);
+  if (conv.has_value() != rec.has_value()) return fail("conv_state and recurrent_state go together: give both or neither");
+  LayerRunConfig run;
+  run.threads = ec.threads;
+  run.strategy = ec.strategy;
+  return guarded([&] {
+    if (!conv) return layer->layer->prefill(xv, yv, nullptr, run);
+    const LayerState st{*conv, *rec, continuing != 0};
+    return layer->layer->prefill(xv, yv, &st, run);
+  });
+}
+
+hanpu_status hanpu_layer_decode(const hanpu_layer* layer, const hanpu_tensor* x, const hanpu_tensor* y,
+                                const hanpu_tensor* conv_pool, const hanpu_tensor* state_pool, const hanpu_tensor* slots,
+                                const hanpu_engine_config* cfg) {
+  if (!layer || !x || !y || !conv_pool || !state_pool || !slots)
+    return fail("layer, x, y, conv_pool, state_pool and slots are required");
+  TensorView xv, yv, cp, sp, sl;
+  EngineConfig ec;
+  std::string err;
+  if (!to_view(*x, "x", &xv, &err) || !to_view(*y, "y", &yv, &err) || !to_view(*conv_pool, "conv_pool", &cp, &err) ||
+      !to_view(*state_pool, "state_pool", &sp, &err) || !to_view(*slots, "slots", &sl, &err) ||
+      !to_engine_config(cfg, &ec, &err))
+    return fail(err);
+  LayerRunConfig run;
+  run.threads = ec.threads;
+  run.strategy = ec.strategy;
+  return guarded([&] { return layer->layer->decode(xv, yv, cp, sp, sl, run); });
 }
 
 const char* hanpu_last_error(void) { return last_error.c_str(); }
