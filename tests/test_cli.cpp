@@ -9,6 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include <filesystem>
+
+#include "hanpu/layer.h"
+#include "layer/random_weights.h"
 #include "plan/device.h"
 #include "test_util.h"
 
@@ -175,6 +179,45 @@ TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
     EXPECT_TRUE(r["nmse_o"].is_null());
     batch *= 2;
   }
+}
+
+// `hanpu layer`: a preset layer with random weights, timed, checked against the fp64 layer reference, its
+// decode steps timed, JSON written; a checkpoint written here loads by --model; bad input exits 2.
+TEST(Cli, LayerRunsPresetsAndCheckpoints) {
+  const std::string json_path = temp("layer.json");
+  std::string log;
+  ASSERT_EQ(run_cli("layer --preset kimi-linear --tokens 40 --reps 1 --threads 2 --check --decode 1,3 --json " + json_path,
+                    &log), 0) << log;
+  std::ifstream f(json_path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["layer"]["arch"], "kimi_linear");
+  EXPECT_EQ(j["precision"], "bf16");  // the preset's bf16 weights: auto is bf16
+  EXPECT_GT(j["prefill"]["median_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["prefill"]["parts_ms"].size(), 5u);
+  EXPECT_EQ(j["decode"].size(), 2u);
+  EXPECT_LT(j["check"]["rel_rms"].get<double>(), 2e-2);  // the bf16 bar of tests/test_layer.cpp
+  EXPECT_NE(log.find("CPU: "), std::string::npos);
+
+  // A checkpoint directory of a small Qwen3.5 layer (config.json + model.safetensors), exact precision.
+  const std::string dir = temp("model");
+  std::filesystem::create_directories(dir);
+  const LayerSpec spec{LayerArch::kQwen3_5, 64, 2, 4, 32, 16, 4, 1e-6};
+  TensorFile ckpt;
+  for (auto& [n, t] : layer::random_layer_weights(spec, DType::kF32, 3).tensors) ckpt.tensors["model.layers.0.linear_attn." + n] = t;
+  ASSERT_TRUE(write_safetensors(dir + "/model.safetensors", ckpt).ok());
+  std::ofstream(dir + "/config.json") << R"({"model_type": "qwen3_5_text", "num_hidden_layers": 2, "hidden_size": 64,
+      "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 16,
+      "layer_types": ["linear_attention", "full_attention"]})";
+  ASSERT_EQ(run_cli("layer --model " + dir + " --layer 0 --tokens 70 --reps 1 --check --json " + json_path, &log), 0) << log;
+  std::ifstream g(json_path);
+  const nlohmann::json k = nlohmann::json::parse(g);
+  EXPECT_EQ(k["precision"], "exact");
+  EXPECT_LT(k["check"]["max_rel"].get<double>(), 1e-5);  // fp32 vs fp64
+
+  EXPECT_EQ(run_cli("layer --model " + dir + " --layer 1 --tokens 8", &log), 2);
+  EXPECT_NE(log.find("layer 1 is a 'full_attention' layer"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("layer --model " + dir + " --preset qwen3-next", &log), 2);  // excludes each other
+  EXPECT_EQ(run_cli("layer --tokens 0", &log), 2);
 }
 
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {

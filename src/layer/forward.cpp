@@ -387,26 +387,32 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   timer.lap(PartTimer::kProjections);
 
   // Conv step: window = [conv_pool[slot] (Kc), new input]; out = silu(bias + sum_j w[j] window[j + 1]).
-  // The new inputs are kept so the pool can be shifted once the core has succeeded.
+  // The pool has the activation dtype (checked), so windows are read through typed pointers at its strides.
+  // The new inputs are kept so the pool can be shifted once the core has succeeded. Work items are
+  // (sequence, block of channels), so a single sequence still spreads over the threads.
   A* P = reinterpret_cast<A*>(call.P.get());
+  A* pool_base = static_cast<A*>(conv_pool.data);
+  const int64_t ps0 = conv_pool.stride(0), ps1 = conv_pool.stride(1), ps2 = conv_pool.stride(2);
+  const int64_t cb = 512, blocks = (C + cb - 1) / cb;
   std::vector<float> raw(N * C);
   call.pool.run([&](int w) {
-    int64_t b, e;
-    split(N, threads, w, &b, &e);
-    std::vector<float> win(Kc), acc_row(C), e_row(C);
-    for (int64_t n = b; n < e; ++n) {
-      A* row = P + n * L.n1;
-      for (int64_t c = 0; c < C; ++c) raw[n * C + c] = ld(row, c);
+    int64_t ib, ie;
+    split(N * blocks, threads, w, &ib, &ie);
+    std::vector<float> acc(cb), e(cb);
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t n = item / blocks, c0 = (item % blocks) * cb, wd = std::min(cb, C - c0);
+      A* row = P + n * L.n1 + c0;
+      float* in = raw.data() + n * C + c0;
+      for (int64_t c = 0; c < wd; ++c) in[c] = ld(row, c);
       if (slots[n] < 0) continue;
-      for (int64_t c = 0; c < C; ++c) {
-        load_elems(conv_pool, slots[n] * conv_pool.stride(0) + c * conv_pool.stride(1), conv_pool.stride(2), Kc, win.data());
-        float acc = L.conv_b.empty() ? 0.0f : L.conv_b[c];
-        for (int64_t j = 0; j + 1 < Kc; ++j) acc += L.conv_w[j * C + c] * win[j + 1];
-        acc += L.conv_w[(Kc - 1) * C + c] * raw[n * C + c];
-        acc_row[c] = round_to<A>(acc);
+      for (int64_t c = 0; c < wd; ++c) {
+        const A* win = pool_base + slots[n] * ps0 + (c0 + c) * ps1;
+        float a = L.conv_b.empty() ? 0.0f : L.conv_b[c0 + c];
+        for (int64_t j = 0; j + 1 < Kc; ++j) a += L.conv_w[j * C + c0 + c] * ld(win, (j + 1) * ps2);
+        acc[c] = round_to<A>(a + L.conv_w[(Kc - 1) * C + c0 + c] * in[c]);
       }
-      exp_neg(C, acc_row.data(), e_row.data());
-      for (int64_t c = 0; c < C; ++c) st(row, c, acc_row[c] / (1.0f + e_row[c]));
+      exp_neg(wd, acc.data(), e.data());
+      for (int64_t c = 0; c < wd; ++c) st(row, c, acc[c] / (1.0f + e[c]));
     }
   });
   timer.lap(PartTimer::kConv);
@@ -421,17 +427,17 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   HANPU_RETURN_IF_ERROR(engine_decode_slots(call.core_inputs(N, 1), call.core_options(), cfg, state_pool, slot_view, o));
   timer.lap(PartTimer::kCore);
   // The core accepted the slots: shift each active sequence's conv window by its new input.
-  std::vector<float> win(Kc);
-  for (int64_t n = 0; n < N; ++n) {
-    if (slots[n] < 0) continue;
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t off = slots[n] * conv_pool.stride(0) + c * conv_pool.stride(1);
-      load_elems(conv_pool, off, conv_pool.stride(2), Kc, win.data());
-      std::memmove(win.data(), win.data() + 1, (Kc - 1) * sizeof(float));
-      win[Kc - 1] = raw[n * C + c];
-      store_elems(conv_pool, off, conv_pool.stride(2), Kc, win.data());
+  call.pool.run([&](int w) {
+    int64_t b, e;
+    split(N * C, threads, w, &b, &e);
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t n = u / C, c = u % C;
+      if (slots[n] < 0) continue;
+      A* win = pool_base + slots[n] * ps0 + c * ps1;
+      for (int64_t j = 0; j + 1 < Kc; ++j) st(win, j * ps2, ld(win, (j + 1) * ps2));
+      st(win, (Kc - 1) * ps2, raw[u]);
     }
-  }
+  });
   timer.lap(PartTimer::kConv);
   call.template norm<A>();
   timer.lap(PartTimer::kNorm);
