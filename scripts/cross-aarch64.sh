@@ -10,7 +10,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   if [ "$(id -u)" -eq 0 ]; then dpkg --add-architecture arm64; else sudo dpkg --add-architecture arm64; fi
 fi
 apt_ensure g++-aarch64-linux-gnu qemu-user ninja-build cmake nlohmann-json3-dev libcli11-dev libhwy-dev:arm64 \
-  libgtest-dev:arm64
+  libgtest-dev:arm64 libdnnl-dev:arm64
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake > /dev/null
 cmake --build build-aarch64 -j 2
