@@ -189,3 +189,23 @@ def test_layer_level_training_falls_back_and_weight_updates_rebuild():
 
 def test_module_arch_reads_the_layout():
     assert [module_arch(linear_module(build(m))) for m in MODELS] == ["qwen3_next", "qwen3_5", "kimi_linear"]
+
+
+def test_qwen3_5_moe_layer_runs_like_the_module():
+    """Qwen3.5-MoE's GatedDeltaNet has Qwen3.5's layout; patch(level="layer") covers its class too."""
+    mod_moe = pytest.importorskip("transformers.models.qwen3_5_moe.modeling_qwen3_5_moe")
+    cfg = transformers.Qwen3_5MoeTextConfig(
+        vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+        layer_types=["linear_attention", "full_attention"])
+    torch.manual_seed(0)
+    mod = mod_moe.Qwen3_5MoeGatedDeltaNet(cfg, layer_idx=0).eval()
+    assert module_arch(mod) == "qwen3_5"
+    x = torch.randn(2, 37, 64, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        ref = mod(x)
+        with ht.patched(level="layer"):
+            out = mod(x)
+            assert ht.call_counts()["layer_prefill"] == 1
+    assert max_rel(out, ref) <= 1e-4
