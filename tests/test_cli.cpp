@@ -220,6 +220,25 @@ TEST(Cli, LayerRunsPresetsAndCheckpoints) {
   EXPECT_EQ(run_cli("layer --tokens 0", &log), 2);
 }
 
+// `hanpu fuse --dma-rates`: the same pair rerun at each global-memory DMA rate, one record per rate with the
+// rate in it; a DMA-starved rate leaves fusion less to gain than a fast one (the pair is DMA-bound at 8 B/cycle).
+TEST(Cli, FuseSweepsTheDmaRate) {
+  const std::string json_path = temp("fuse.json");
+  std::string log;
+  ASSERT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:1024x1024x1024:f16,softmax:2048x2048:f16 --dma-rates 8,64 "
+                    "--json " + json_path, &log), 0) << log;
+  std::ifstream f(json_path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["records"].size(), 2u);
+  EXPECT_EQ(j["records"][0]["dma_bytes_per_cycle"].get<double>(), 8.0);
+  EXPECT_EQ(j["records"][1]["dma_bytes_per_cycle"].get<double>(), 64.0);
+  EXPECT_GT(j["records"][0]["dma_us"].get<double>(), 4 * j["records"][1]["dma_us"].get<double>());
+  EXPECT_LT(j["records"][0]["gain_over_2"].get<double>(), j["records"][1]["gain_over_2"].get<double>());
+  EXPECT_NE(log.find("sweep: gain of group 4 over group 2 per DMA rate"), std::string::npos);
+  EXPECT_EQ(run_cli("fuse --device host --pair gemm:64x64x64,softmax:64x64 --dma-rates 8", &log), 2);
+  EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:64x64x64:f16,softmax:64x64:f16 --dma-rates 0", &log), 2);
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

@@ -20,6 +20,7 @@ namespace {
 struct FuseArgs {
   std::string device, sweep_path, json_path, trace_path, stream_path, plot_path;
   std::vector<std::string> pairs;
+  std::vector<double> dma_rates;  // model devices: global-memory bytes per cycle to sweep
   int reps = 5;
   double cap_us = 500;
 };
@@ -91,45 +92,75 @@ int run(const FuseArgs& a) {
   }
   if (pairs.empty()) return fail("give --pair TASK_A,TASK_B or --sweep FILE");
   if (!a.trace_path.empty() && pairs.size() != 1) return fail("--trace records one pair");
+  if (!a.dma_rates.empty() && ex == fuse::Executor::kHost) return fail("--dma-rates sweeps the NPU model: give a model device");
+  if (a.dma_rates.size() > 1 && (!a.trace_path.empty() || !a.plot_path.empty()))
+    return fail("--trace and --plot record one DMA rate");
   nlohmann::json records = nlohmann::json::array();
   std::string trace;
   std::vector<std::string> labels;
   std::vector<std::vector<double>> relative;  // per pair: each group's makespan / group 1's
-  std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
-              d.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
-              ex == fuse::Executor::kHost
-                  ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str()
-                  : "");
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const size_t comma = pairs[i].find(',');
-    if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");
-    const std::string ta = pairs[i].substr(0, comma), tb = pairs[i].substr(comma + 1);
-    std::fprintf(stderr, "[%zu/%zu] %s + %s\n", i + 1, pairs.size(), ta.c_str(), tb.c_str());
-    fuse::PairReport r;
-    st = fuse::run_pair(ta, tb, d, ex, &r, a.trace_path.empty() ? nullptr : &trace, a.reps);
-    if (!st.ok()) return fail(st.ToString());
-    std::printf("\n%s + %s (D %.1f, V %.1f, M %.1f us alone)\n", ta.c_str(), tb.c_str(), r.dma_us, r.vector_us,
-                r.matrix_us);
-    std::printf("  %-26s %11s %11s %11s %9s %9s %10s\n", "group", "makespan", "A done", "B done", "GM_MB",
-                "stall", "on-chip_B");
-    for (const fuse::GroupResult& g : r.groups) {
-      char stall[32] = "-";
-      if (g.dma_stall_us >= 0) std::snprintf(stall, sizeof stall, "%.1f", g.dma_stall_us);
-      std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", kGroups[g.group - 1], g.makespan_us,
-                  g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall,
-                  static_cast<long long>(g.peak_on_chip_bytes));
+  // (rate, pair) -> gain over group 2, for the sweep's summary
+  std::vector<std::pair<double, std::vector<double>>> sweep;
+  std::vector<double> rates = a.dma_rates;
+  if (rates.empty()) rates.push_back(0);  // 0: the device file's own rates
+  for (double rate : rates) {
+    plan::Device dr = d;
+    if (rate > 0) {
+      dr.sim.global_read_bytes_per_cycle = dr.sim.global_write_bytes_per_cycle = rate;
+      std::printf("\n=== global-memory DMA at %g B/cycle (the device file: read %g, write %g) ===\n", rate,
+                  d.sim.global_read_bytes_per_cycle, d.sim.global_write_bytes_per_cycle);
     }
-    std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx\n", r.e_effect, r.a_effect, r.gain_over_2,
-                r.ideal);
-    labels.push_back(ta + " + " + tb);
-    relative.emplace_back();
-    for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
-    nlohmann::json groups = nlohmann::json::array();
-    for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
-    records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},
-                       {"vector_us", r.vector_us},
-                       {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
-                       {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
+    sweep.emplace_back(rate, std::vector<double>());
+    std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
+                dr.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
+                ex == fuse::Executor::kHost
+                    ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str()
+                    : "");
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const size_t comma = pairs[i].find(',');
+      if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");
+      const std::string ta = pairs[i].substr(0, comma), tb = pairs[i].substr(comma + 1);
+      std::fprintf(stderr, "[%zu/%zu] %s + %s\n", i + 1, pairs.size(), ta.c_str(), tb.c_str());
+      fuse::PairReport r;
+      st = fuse::run_pair(ta, tb, dr, ex, &r, a.trace_path.empty() ? nullptr : &trace, a.reps);
+      if (!st.ok()) return fail(st.ToString());
+      std::printf("\n%s + %s (D %.1f, V %.1f, M %.1f us alone)\n", ta.c_str(), tb.c_str(), r.dma_us, r.vector_us,
+                  r.matrix_us);
+      std::printf("  %-26s %11s %11s %11s %9s %9s %10s\n", "group", "makespan", "A done", "B done", "GM_MB",
+                  "stall", "on-chip_B");
+      for (const fuse::GroupResult& g : r.groups) {
+        char stall[32] = "-";
+        if (g.dma_stall_us >= 0) std::snprintf(stall, sizeof stall, "%.1f", g.dma_stall_us);
+        std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", kGroups[g.group - 1], g.makespan_us,
+                    g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall,
+                    static_cast<long long>(g.peak_on_chip_bytes));
+      }
+      std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx\n", r.e_effect, r.a_effect, r.gain_over_2,
+                  r.ideal);
+      labels.push_back(ta + " + " + tb);
+      relative.emplace_back();
+      for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
+      nlohmann::json groups = nlohmann::json::array();
+      for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
+      sweep.back().second.push_back(r.gain_over_2);
+      records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},
+                         {"dma_bytes_per_cycle", ex == fuse::Executor::kHost ? nlohmann::json(nullptr)
+                                                                               : nlohmann::json(dr.sim.global_read_bytes_per_cycle)},
+                         {"vector_us", r.vector_us},
+                         {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
+                         {"a_effect", r.a_effect}, {"gain_over_2", r.gain_over_2}, {"groups", groups}});
+    }
+  }
+  if (rates.size() > 1) {
+    // The sweep in one table: how the gain of one fused entry over two concurrent ones moves with the rate.
+    std::printf("\nsweep: gain of group 4 over group 2 per DMA rate (B/cycle)\n  %-48s", "pair");
+    for (double r : rates) std::printf(" %8g", r);
+    std::printf("\n");
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      std::printf("  %-48s", pairs[i].c_str());
+      for (const auto& [r, gains] : sweep) std::printf(" %7.3fx", gains[i]);
+      std::printf("\n");
+    }
   }
   if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
   if (!a.plot_path.empty()) {
@@ -160,6 +191,11 @@ Runner add_fuse_command(CLI::App& app) {
   app.add_option("--pair", a->pairs, "TASK_A,TASK_B, e.g. gemm:1024x1024x1024:f16,softmax:4096x4096:f32 "
                                      "(repeatable)");
   app.add_option("--sweep", a->sweep_path, "A file of pairs, one TASK_A,TASK_B per line (# comments)");
+  app.add_option("--dma-rates", a->dma_rates,
+                 "NPU model: rerun every pair with the global-memory DMA rate set to each of these bytes/cycle "
+                 "(e.g. 8,16,32,64,128: Hexagon's 32 is an estimate) and print the gains side by side")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", a->json_path, "Also write one record per pair");
   app.add_option("--trace", a->trace_path, "Write group 4's Chrome/Perfetto trace (one pair only)");
   app.add_option("--plot", a->plot_path, "Write an SVG of the pairs' group makespans relative to group 1");
