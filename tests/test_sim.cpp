@@ -190,6 +190,40 @@ TEST(SimLowering, AblationStepsAndTrace) {
   EXPECT_GE(lanes, 6);  // MTE2, MTE1, Cube, Vector, MTE3 and the launch lane on a core (310P: no FixPipe)
 }
 
+// The calibration metrics. Executed MACs pad every GEMM dimension to whole 16 x 16 blocks and run the solve
+// as block triples: with C = 64, K = V = 128 every GEMM is block-aligned, so the two counts differ only by the
+// solve: algebraic 64 * 63 * 62 / 6 = 41,664, executed 4 * 5 * 6 / 6 = 20 triples of 16^3 = 81,920.
+// hanpu's device-memory footprint is its inputs, outputs and final states (it moves nothing else); FLA's
+// adds every chunk's materialised W, U, V' and state; GM and transform shares are fractions, smaller for
+// hanpu (head-level: no hand-offs through GM; layout plan: fewer transforms).
+TEST(SimLowering, CalibrationMetrics) {
+  plan::OpNode gemm;
+  gemm.kind = plan::OpKind::kGemm;
+  gemm.m = 64, gemm.n = 100, gemm.k = 20;
+  EXPECT_DOUBLE_EQ(gemm.executed_macs(16, 16), 64.0 * 112 * 32);
+  plan::OpNode solve;
+  solve.kind = plan::OpKind::kSolve;
+  solve.m = solve.n = solve.k = 64;
+  EXPECT_DOUBLE_EQ(solve.executed_macs(16, 16), 20.0 * 4096);
+  EXPECT_DOUBLE_EQ(solve.macs(), 41664.0);
+
+  Workload w;
+  SimRecord hanpu, fla;
+  ASSERT_TRUE(simulate_strategy("hanpu", device("ascend-310p"), w, &hanpu).ok());
+  ASSERT_TRUE(simulate_strategy("fla", device("ascend-310p"), w, &fla).ok());
+  for (const SimRecord* r : {&hanpu, &fla}) {
+    EXPECT_GE(r->executed_macs, r->matrix_macs);
+    EXPECT_GT(r->gm_share, 0.0);
+    EXPECT_LE(r->gm_share, 1.0);
+    EXPECT_GE(r->transform_share, 0.0);
+    EXPECT_LE(r->transform_share, 1.0);
+  }
+  EXPECT_DOUBLE_EQ(hanpu.gm_footprint_bytes, hanpu.gm_bytes);  // each byte it moves is a distinct input or output
+  EXPECT_GT(fla.gm_footprint_bytes, 2 * hanpu.gm_footprint_bytes);
+  EXPECT_LT(hanpu.gm_share, fla.gm_share);
+  EXPECT_LT(hanpu.transform_share, fla.transform_share);
+}
+
 TEST(SimLowering, DeterministicAndValidated) {
   Workload w;
   w.tokens = 1000;  // a partial last chunk

@@ -43,6 +43,8 @@ std::string peaks_text(const std::map<std::string, int64_t>& peaks) {
 nlohmann::json record_json(const sim::SimRecord& r) {
   return {{"device", r.device}, {"strategy", r.strategy}, {"kind", r.kind}, {"tokens", r.tokens},
           {"heads", r.heads}, {"latency_us", r.latency_us}, {"gm_bytes", r.gm_bytes},
+          {"executed_macs", r.executed_macs}, {"gm_share", r.gm_share}, {"transform_share", r.transform_share},
+          {"gm_footprint_bytes", r.gm_footprint_bytes},
           {"spill_bytes", r.spill_bytes}, {"l1_to_l0_bytes", r.l1_to_l0_bytes}, {"peak_bytes", r.peak_bytes},
           {"sim_peak_bytes", r.sim_peak_bytes}, {"matrix_util", r.matrix_util}, {"vector_util", r.vector_util},
           {"engine_busy", r.engine_busy}, {"energy_uj", r.energy_uj}, {"matrix_macs", r.matrix_macs},
@@ -144,15 +146,16 @@ int run(const SimArgs& a) {
   }
   std::printf("%s, K=%lld V=%lld; spl: column slices per tail head; peaks: planned on-chip bytes per buffer after "
               "spills\n", kind_name(w.kind), static_cast<long long>(w.K), static_cast<long long>(w.V));
-  std::printf("%-12s %-14s %5s %6s %11s %9s %8s %9s %11s %6s %6s %10s %3s  %s\n", "device", "strategy", "heads",
-              "tokens", "latency_us", "GM_MB", "spill_MB", "L1->L0_MB", "matrix_MACs", "m_util", "v_util",
-              "energy_uJ", "spl", "peak bytes");
+  std::printf("%-12s %-14s %5s %6s %11s %9s %8s %9s %11s %11s %6s %6s %6s %6s %9s %10s %3s  %s\n", "device",
+              "strategy", "heads", "tokens", "latency_us", "GM_MB", "spill_MB", "L1->L0_MB", "matrix_MACs",
+              "exec_MACs", "m_util", "v_util", "GM_sh", "xf_sh", "GM_fp_MB", "energy_uJ", "spl", "peak bytes");
   for (const sim::SimRecord& r : recs) {
-    std::printf("%-12s %-14s %5lld %6lld %11.1f %9.2f %8.2f %9.2f %11.3e %6.3f %6.3f %10.1f %3d  %s\n",
+    std::printf("%-12s %-14s %5lld %6lld %11.1f %9.2f %8.2f %9.2f %11.3e %11.3e %6.3f %6.3f %6.3f %6.3f %9.2f %10.1f "
+                "%3d  %s\n",
                 r.device.c_str(), r.strategy.c_str(), static_cast<long long>(r.heads),
                 static_cast<long long>(r.tokens), r.latency_us, r.gm_bytes / 1e6, r.spill_bytes / 1e6,
-                r.l1_to_l0_bytes / 1e6, r.matrix_macs, r.matrix_util, r.vector_util, r.energy_uj, r.tail_split,
-                peaks_text(r.peak_bytes).c_str());
+                r.l1_to_l0_bytes / 1e6, r.matrix_macs, r.executed_macs, r.matrix_util, r.vector_util, r.gm_share,
+                r.transform_share, r.gm_footprint_bytes / 1e6, r.energy_uj, r.tail_split, peaks_text(r.peak_bytes).c_str());
   }
   if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
   if (!a.json_path.empty()) {

@@ -105,6 +105,16 @@ double OpNode::macs() const {
   return 0;
 }
 
+double OpNode::executed_macs(int64_t br, int64_t bc) const {
+  const auto pad = [](int64_t x, int64_t b) { return static_cast<double>((x + b - 1) / b * b); };
+  if (kind == OpKind::kGemm) return pad(m, br) * pad(n, bc) * pad(k, bc);
+  if (kind == OpKind::kSolve) {
+    const double b = static_cast<double>((m + br - 1) / br);
+    return b * (b + 1) * (b + 2) / 6.0 * static_cast<double>(br * br * br);
+  }
+  return 0;
+}
+
 int Graph::add_tensor(std::string name, int64_t rows, int64_t cols, Role role) {
   tensors.push_back({Value::kCount, std::move(name), rows, cols, 4, role});
   return static_cast<int>(tensors.size()) - 1;

@@ -91,6 +91,10 @@ struct OpNode {
   // lower-triangular inverse by forward substitution (row i combines the i-1 rows above it, each of
   // which has i-1-j non-zero entries left of the diagonal: sum over j < i of (i - 1 - j)).
   double macs() const;
+  // What a matrix unit of br x bc blocks executes for it: every dimension padded to whole blocks (m to br,
+  // n and k to bc) for a GEMM; for the solve, the b (b + 1) (b + 2) / 6 block triples (i >= k >= j) of a
+  // blocked forward substitution over b = ceil(C / br) blocks, each a full br^3 block product.
+  double executed_macs(int64_t br, int64_t bc) const;
 };
 
 struct Graph {

@@ -29,6 +29,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       stored[m.tensor] =
           em.move(core, Queue::kStore, static_cast<double>(m.bytes), {it->second}, "spill " + g_.tensors[m.tensor].name);
       em.counts.spill += static_cast<double>(m.bytes);
+      em.counts.spill_store += static_cast<double>(m.bytes);
     }
   };
   auto spill_reloads = [&](int step) {
@@ -71,6 +72,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       const int ld = em.move(core, Queue::kMatrixLoad, in_bytes, deps, "operands " + o.name);
       em.counts.l1_to_l0 += in_bytes;
       em.counts.macs += o.macs();
+      em.counts.executed_macs += o.executed_macs(d_.block_rows, d_.block_cols);
       const int mm = em.compute(core, Queue::kMatrix, cycles, {ld}, o.name);
       const double out_bytes = static_cast<double>(bytes(o.outputs[0]));
       em.counts.l0c_to_ub += out_bytes;

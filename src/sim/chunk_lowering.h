@@ -37,8 +37,10 @@ class ChunkSink {
     (void)core, (void)memory, (void)bytes, (void)first, (void)last;
   }
   // What the lowering moved and computed.
+  // macs: algebraic (OpNode::macs); executed_macs: as the matrix unit runs them on whole blocks;
+  // spill_store: the spill stores alone (spill counts stores and reloads).
   struct Counts {
-    double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, spill = 0;
+    double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, executed_macs = 0, spill = 0, spill_store = 0;
   } counts;
 };
 

@@ -192,6 +192,44 @@ void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std
   }
 }
 
+// Per core, the union of the time global-memory transfers are in flight, over the makespan; averaged over cores.
+double global_share(const Program& p, const Schedule& s, int cores) {
+  if (s.makespan_ns <= 0) return 0;
+  std::map<int, std::vector<std::pair<double, double>>> spans;
+  for (std::size_t i = 0; i < p.tasks().size(); ++i)
+    if (p.tasks()[i].global) spans[p.tasks()[i].core].emplace_back(s.start_ns[i], s.end_ns[i]);
+  double total = 0;
+  for (auto& [core, v] : spans) {
+    std::sort(v.begin(), v.end());
+    double covered = 0, a = -1, b = -1;
+    for (const auto& [lo, hi] : v) {
+      if (lo > b) {
+        covered += b - a;
+        a = lo;
+        b = hi;
+      } else {
+        b = std::max(b, hi);
+      }
+    }
+    covered += b - a;
+    total += covered;
+  }
+  return total / (s.makespan_ns * cores);
+}
+
+// Busy time of the layout transforms over that of all cross-unit work (transforms, operand moves into the
+// matrix unit, result moves out of it).
+double transform_share(const Program& p, const Schedule& s, const Engines& e) {
+  double transforms = 0, moves = 0;
+  for (std::size_t i = 0; i < p.tasks().size(); ++i) {
+    const Task& t = p.tasks()[i];
+    const double ns = s.end_ns[i] - s.start_ns[i];
+    if (t.label.rfind("transform ", 0) == 0) transforms += ns;
+    else if (t.engine == e.matrix_load || t.engine == e.matrix_out) moves += ns;
+  }
+  return transforms + moves > 0 ? transforms / (transforms + moves) : 0;
+}
+
 }  // namespace
 
 Counter occupancy_counter(int core, const std::string& memory, std::vector<std::pair<double, int64_t>> deltas,
@@ -333,6 +371,21 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   r.spill_bytes = em.counts.spill;
   r.l1_to_l0_bytes = em.counts.l1_to_l0;
   r.matrix_macs = em.counts.macs;
+  r.executed_macs = em.counts.executed_macs;
+  r.gm_share = global_share(em.prog, s, cores);
+  r.transform_share = transform_share(em.prog, s, em.engines());
+  {
+    const plan::Graph& g = low.graph();
+    double inputs = 0, stores = 0, scratch = 0;
+    for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t)
+      if (g.tensors[t].role == plan::Role::kInput) inputs += static_cast<double>(low.bytes(t));
+    for (const Task& t : em.prog.tasks())
+      if (t.global && t.engine == em.engines().store) stores += t.bytes;
+    for (const SpillMove& mv : low.spills().moves)
+      if (mv.store) scratch += static_cast<double>(mv.bytes);
+    r.gm_footprint_bytes = inputs * static_cast<double>(m.shape.HV * m.shape.total_chunks()) + stores -
+                           em.counts.spill_store + scratch * cores;
+  }
   r.tasks = static_cast<int64_t>(em.prog.tasks().size());
   r.launches = em.launches;
   r.tail_split = m.tail_split;

@@ -51,7 +51,17 @@ struct SimRecord {
   double gm_bytes = 0;     // every byte moved to or from global memory (spills included)
   double spill_bytes = 0;  // of which spill stores and reloads
   double l1_to_l0_bytes = 0, matrix_macs = 0;
+  double executed_macs = 0;  // as the matrix unit runs them: whole blocks (OpNode::executed_macs)
   double matrix_util = 0, vector_util = 0;
+  // Calibration metrics (research/ha_npu_calibration.md): the fraction of the makespan during which a
+  // global-memory transfer is in flight (per core, averaged over cores; C5), and the layout transforms'
+  // share of cross-unit time: transforms / (transforms + operand moves into the matrix unit + result
+  // moves out of it), in busy time (C7).
+  double gm_share = 0, transform_share = 0;
+  // Device-memory footprint: the inputs (once), every tensor the run writes there (outputs, states,
+  // materialised intermediates; none freed before the run ends, as FLA-style dataflows keep them) and the
+  // spill scratch (one chunk's spill stores per core).
+  double gm_footprint_bytes = 0;
   double energy_uj = 0;
   std::map<std::string, double> engine_busy;      // busy fraction of the makespan, averaged over cores
   std::map<std::string, int64_t> peak_bytes;      // planned on-chip footprint per buffer, after spills
