@@ -2,7 +2,9 @@
 # Builds and runs every test: the C++ suite (ctest), then the Python package's (pytest, through
 # scripts/test-python.sh). Usage: scripts/test.sh [--sanitize | --tsan]: the C++ suite alone under
 # ASan+UBSan, or the tests that run threads (engine, pool, decode, concurrent callers, fusion host
-# executor, plans) under ThreadSanitizer.
+# executor, plans) under ThreadSanitizer. (The layer tests are not among them: their projections run on
+# oneDNN's GNU OpenMP threads, whose synchronisation ThreadSanitizer cannot see, so every hand-off from a
+# projection to the engine would read as a race.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
