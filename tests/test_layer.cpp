@@ -8,6 +8,7 @@
 
 #include "hanpu/layer.h"
 #include "hanpu/safetensors.h"
+#include "layer/layer_impl.h"
 #include "layer/random_weights.h"
 #include "layer/reference.h"
 #include "test_util.h"
@@ -174,6 +175,29 @@ TEST_P(LayerArchTest, Bf16ModeStaysWithinBf16Rounding) {
   for (size_t i = 0; i < yv.size(); ++i) num += (yv[i] - ref.y[i]) * (yv[i] - ref.y[i]), den += ref.y[i] * ref.y[i];
   EXPECT_LT(std::sqrt(num / den), 2e-2);
   EXPECT_GT(std::sqrt(num / den), 0.0);  // it did round
+}
+
+// Workspaces: a freed buffer serves the next call that fits; what the pool keeps is bounded.
+TEST(LayerBuffers, ReusedAndBounded) {
+  BufferPool pool;
+  unsigned char* first = nullptr;
+  {
+    BufferPool::Lease a = pool.take(1000);
+    first = a.get();
+  }
+  EXPECT_EQ(pool.retained_bytes(), 1000u);
+  {
+    BufferPool::Lease b = pool.take(600);  // the kept 1000-byte buffer fits
+    EXPECT_EQ(b.get(), first);
+    EXPECT_EQ(pool.retained_bytes(), 0u);
+    BufferPool::Lease c = pool.take(600);  // in use: a new one
+    EXPECT_NE(c.get(), first);
+  }
+  EXPECT_EQ(pool.retained_bytes(), 1600u);
+  { BufferPool::Lease big = pool.take(BufferPool::kRetainedBytes + 1); }  // too big to keep
+  EXPECT_EQ(pool.retained_bytes(), 1600u);
+  for (int i = 0; i < 10; ++i) BufferPool::Lease l = pool.take(1u << 20);  // each reuses one 1 MiB buffer
+  EXPECT_EQ(pool.retained_bytes(), 1600u + (1u << 20));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layer, LayerArchTest,

@@ -14,9 +14,12 @@ namespace hanpu {
 
 // Workspace buffers kept between calls: a prefill's buffers are 100s of MB (the projections' outputs), and
 // fresh ones cost a page fault and a zeroed page per 4 KiB on first touch. A call takes the smallest free
-// buffer that fits (or allocates one) and hands it back when it ends; concurrent calls get their own.
+// buffer that fits (or allocates one) and hands it back when it ends; concurrent calls get their own. At
+// most kRetainedBytes stay with the pool (the oldest go first), so one long prompt does not pin gigabytes.
 class BufferPool {
  public:
+  static constexpr std::size_t kRetainedBytes = std::size_t{1} << 30;
+
   class Lease {
    public:
     Lease() = default;
@@ -48,17 +51,30 @@ class BufferPool {
     if (best == free_.size()) return Lease(this, bytes, std::unique_ptr<unsigned char[]>(new unsigned char[bytes]));
     auto [size, p] = std::move(free_[best]);
     free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    retained_ -= size;
     return Lease(this, size, std::move(p));
+  }
+
+  std::size_t retained_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return retained_;
   }
 
  private:
   void give(std::size_t bytes, std::unique_ptr<unsigned char[]> p) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (free_.size() >= 8) free_.erase(free_.begin());  // bounded: the oldest goes
+    if (bytes > kRetainedBytes) return;  // freed here
     free_.emplace_back(bytes, std::move(p));
+    retained_ += bytes;
+    while (retained_ > kRetainedBytes || free_.size() > 8) {  // the oldest go
+      retained_ -= free_.front().first;
+      free_.erase(free_.begin());
+    }
   }
+
   std::mutex mu_;
-  std::vector<std::pair<std::size_t, std::unique_ptr<unsigned char[]>>> free_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<unsigned char[]>>> free_;  // (bytes, buffer), oldest first
+  std::size_t retained_ = 0;
 };
 
 struct Layer::Impl {
