@@ -151,7 +151,12 @@ Status reference_layer(const LayerSpec& s, const WeightLookup& wl, const TensorV
   fill_from_doubles(beta, betav);
   fill_from_doubles(alog_t, a_log);
   fill_from_doubles(dtb_t, dt_bias);
-  Inputs in{q.view(), k.view(), v.view(), g.view(), beta.view()};
+  Inputs in;
+  in.q = q.view();
+  in.k = k.view();
+  in.v = v.view();
+  in.g = g.view();
+  in.beta = beta.view();
   in.A_log = alog_t.view();
   in.dt_bias = dtb_t.view();
   Tensor init;
