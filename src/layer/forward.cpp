@@ -17,6 +17,7 @@
 #include "core/strided.h"
 #include "exec/thread_pool.h"
 #include "kernels/simd.h"
+#include "layer/conv_kernels.h"
 #include "layer/layer_impl.h"
 #include "layer/matmul.h"
 #include "ops/problem.h"
@@ -78,19 +79,17 @@ class PartTimer {
 };
 
 // The causal conv + silu over channels [c0, c1) of one sequence's T rows of P (row stride ldp), in place.
-// ctx [Kc - 1, c1 - c0]: the inputs before the first token (oldest first).
-//   out[t, c] = silu(bias[c] + sum_j w[j, c] in[t - (Kc - 1) + j, c])
-// with the conv output and the silu output each rounded to A, as transformers' bf16 ops round them. Tokens
-// go in tiles through an fp32 buffer that also keeps the Kc - 1 inputs before the tile (already overwritten
-// in P by then), so the inner loops are plain fp32 multiply-adds over contiguous channels.
+// ctx [Kc - 1, c1 - c0]: the inputs before the first token (oldest first). Tokens go in tiles through an
+// fp32 buffer that also keeps the Kc - 1 inputs before the tile (already overwritten in P by then); the
+// tile is layer/conv_kernels.h's (conv output and SiLU output each rounded to A, as transformers' bf16 ops
+// round them).
 template <typename A>
 void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, int64_t c1, const float* ctx,
                 std::vector<float>* buf) {
+  constexpr bool kBf16 = std::is_same_v<A, uint16_t>;
   const int64_t C = L.spec.conv_dim(), Kc = L.spec.conv_kernel, w = c1 - c0, pre = Kc - 1, tile = 128;
-  buf->resize((pre + tile) * w + 2 * w);
+  buf->resize((pre + tile) * w);
   float* in = buf->data();  // [pre + tile, w]
-  float* acc = in + (pre + tile) * w;
-  float* e = acc + w;
   std::copy(ctx, ctx + pre * w, in);
   for (int64_t t0 = 0; t0 < T; t0 += tile) {
     const int64_t n = std::min(tile, T - t0);
@@ -99,19 +98,8 @@ void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, 
       float* dst = in + (pre + t) * w;
       for (int64_t c = 0; c < w; ++c) dst[c] = ld(row, c);
     }
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t c = 0; c < w; ++c) acc[c] = L.conv_b.empty() ? 0.0f : L.conv_b[c0 + c];
-      for (int64_t j = 0; j < Kc; ++j) {
-        const float* __restrict x = in + (t + j) * w;
-        const float* __restrict wj = L.conv_w.data() + j * C + c0;
-        float* __restrict a = acc;
-        for (int64_t c = 0; c < w; ++c) a[c] += wj[c] * x[c];
-      }
-      for (int64_t c = 0; c < w; ++c) acc[c] = round_to<A>(acc[c]);
-      exp_neg(w, acc, e);
-      A* out = P + (t0 + t) * ldp + c0;
-      for (int64_t c = 0; c < w; ++c) st(out, c, acc[c] / (1.0f + e[c]));
-    }
+    layer::conv_silu_tile(n, w, Kc, in, L.conv_w.data() + c0, C, L.conv_b.empty() ? nullptr : L.conv_b.data() + c0,
+                          kBf16, kBf16, P + t0 * ldp + c0, ldp);
     std::copy(in + n * w, in + (n + pre) * w, in);  // the tile's last Kc - 1 inputs precede the next tile
   }
 }
