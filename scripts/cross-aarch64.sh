@@ -10,9 +10,17 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   if [ "$(id -u)" -eq 0 ]; then dpkg --add-architecture arm64; else sudo dpkg --add-architecture arm64; fi
 fi
 apt_ensure g++-aarch64-linux-gnu qemu-user ninja-build cmake nlohmann-json3-dev libcli11-dev libhwy-dev:arm64 \
-  libgtest-dev:arm64 libdnnl-dev:arm64
+  libgtest-dev:arm64 libdnnl2:arm64
+# Debian's libdnnl-dev cannot be installed for two architectures at once (their dnnl_config.h differ), so the
+# arm64 headers, CMake files and library links are unpacked into the build folder instead.
+deps=build-aarch64/deps
+if [ ! -f "$deps/usr/lib/aarch64-linux-gnu/cmake/dnnl/dnnl-config.cmake" ]; then
+  mkdir -p "$deps"
+  (cd "$deps" && apt-get download libdnnl-dev:arm64 libdnnl2:arm64 && for f in *.deb; do dpkg-deb -x "$f" .; done)
+fi
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake > /dev/null
+  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -Ddnnl_DIR="$PWD/$deps/usr/lib/aarch64-linux-gnu/cmake/dnnl" \
+  > /dev/null
 cmake --build build-aarch64 -j 2
 aarch64-linux-gnu-readelf -h build-aarch64/hanpu | grep -q AArch64 ||
   { echo "cross-aarch64: build-aarch64/hanpu is not an aarch64 binary"; exit 1; }

@@ -10,8 +10,10 @@
 //   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
 // Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
 // mask. Every output element is one chain over p in order, whatever block it falls in, so column splits
-// give identical columns (results are bit-identical for any thread count).
+// give identical columns (results are bit-identical for any thread count). Off x86 there is no such set.
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 
 #include <cstdint>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "kernels/kernel_set.h"
 
 namespace hanpu {
+#if defined(__x86_64__) || defined(__i386__)
 namespace {
 
 constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
@@ -179,4 +182,7 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
   }
 }
 
+#else
+void append_avx512bf16_kernel_sets(std::vector<KernelSet>*) {}
+#endif
 }  // namespace hanpu
