@@ -50,12 +50,12 @@ TensorView head0(const TensorView& v) {
   return h;
 }
 
+}  // namespace
+
 double percentile_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
-
-}  // namespace
 
 Status ablation_steps(const BenchConfig&, std::vector<std::pair<std::string, EngineConfig>>* out) {
   out->clear();

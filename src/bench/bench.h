@@ -73,6 +73,9 @@ struct BenchReport {
   std::vector<BenchRecord> records;
 };
 
+// The median of `v` (the mean of the middle two for an even count).
+double percentile_median(std::vector<double> v);
+
 // Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s); with bf16, the peak of the
 // kernel set's bf16 dot-product probe (0 when the set has none).
 double measure_fma_peak(int threads, bool bf16 = false);

@@ -1,4 +1,5 @@
 #include "bench/layer_bench.h"
+#include "bench/bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -22,11 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 Tensor random_hidden(DType dt, std::vector<int64_t> shape, uint64_t seed) {
   Tensor t(dt, std::move(shape));
@@ -54,7 +50,7 @@ Status compare_gemm(const LayerSpec& s, DType act, int threads, int64_t M, Layer
       HANPU_RETURN_IF_ERROR(fn());
       if (r > 0) t.push_back(ms_since(t0));
     }
-    *ms = median(t);
+    *ms = percentile_median(t);
     return Status::Ok();
   };
   double ms = 0;
@@ -158,7 +154,7 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
     std::snprintf(line, sizeof line, "prefill rep %d/%d: %.1f ms", rep + 1, cfg.reps, ms);
     progress(line);
   }
-  r.prefill_median_ms = median(r.prefill_all_ms);
+  r.prefill_median_ms = percentile_median(r.prefill_all_ms);
   r.prefill_min_ms = *std::min_element(r.prefill_all_ms.begin(), r.prefill_all_ms.end());
   std::vector<size_t> order(cfg.reps);
   for (int i = 0; i < cfg.reps; ++i) order[i] = i;
@@ -182,9 +178,9 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
       HANPU_RETURN_IF_ERROR(L->decode(xd.view(), yd.view(), conv.view(), state.view(), slots.view(), drun));
       if (rep >= 0) t.push_back(ms_since(t0));
     }
-    r.decode_ms.emplace_back(b, median(t));
+    r.decode_ms.emplace_back(b, percentile_median(t));
     char line[160];
-    std::snprintf(line, sizeof line, "decode batch %lld: %.3f ms per step", static_cast<long long>(b), median(t));
+    std::snprintf(line, sizeof line, "decode batch %lld: %.3f ms per step", static_cast<long long>(b), percentile_median(t));
     progress(line);
   }
 

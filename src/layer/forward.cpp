@@ -20,6 +20,7 @@
 #include "layer/conv_kernels.h"
 #include "layer/layer_impl.h"
 #include "layer/matmul.h"
+#include "ops/gates.h"
 #include "ops/problem.h"
 
 namespace hanpu {
@@ -36,7 +37,6 @@ inline float round_to(float x) {
   if constexpr (std::is_same_v<A, uint16_t>) return bf16_bits_to_f32(f32_to_bf16_bits(x));
   return x;
 }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // e[i] = exp(-x[i]) with the kernel set's vector exp: silu(x) = x / (1 + e), sigmoid(x) = 1 / (1 + e).
 inline void exp_neg(int64_t n, const float* x, float* e) {
   for (int64_t i = 0; i < n; ++i) e[i] = -x[i];

@@ -9,15 +9,10 @@
 #include <vector>
 
 #include "layer/layer_impl.h"
+#include "ops/problem.h"
 
 namespace hanpu {
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 // A weight read as fp32 values, row-major, after checking its shape.
 struct Fetched {
