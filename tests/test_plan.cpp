@@ -131,16 +131,18 @@ TEST(PlanLifetime, ChunkFirstUpdatesInPlaceAndLowersThePeak) {
   for (const std::string dev : {"ascend-310p", "hexagon-v75", "host"}) {
     const Device d = shipped(dev);
     for (Kind kind : {Kind::kGdn, Kind::kKda}) {
-      const LifetimeReport fla = analyse_lifetimes(build_chunk_graph(kind, 64, 128, 128, passes(false, false)), d);
-      const LifetimeReport cf = analyse_lifetimes(build_chunk_graph(kind, 64, 128, 128, passes(true, false)), d);
+      const Graph gf = build_chunk_graph(kind, 64, 128, 128, passes(false, false));
+      const Graph gc = build_chunk_graph(kind, 64, 128, 128, passes(true, false));
+      const LifetimeReport fla = analyse_lifetimes(gf, d);
+      const LifetimeReport cf = analyse_lifetimes(gc, d);
       EXPECT_FALSE(fla.state_in_place);
       EXPECT_TRUE(cf.state_in_place);
-      // Never higher; strictly lower where the state's second copy sits at the peak (on the host, KDA's
-      // peak is in the score phase, before the state is touched).
+      // Never higher; at the state update strictly lower: S and S' share one buffer there, where FLA's
+      // order holds both (the peak itself may lie elsewhere, e.g. in the fp32 score phase).
       EXPECT_LE(cf.peak_bytes.at(d.state_mem), fla.peak_bytes.at(d.state_mem)) << dev << kind_name(kind);
-      if (dev != "host") {
-        EXPECT_LT(cf.peak_bytes.at(d.state_mem), fla.peak_bytes.at(d.state_mem)) << dev;
-      }
+      const int64_t at_update_fla = live_bytes(gf, d, residencies(gf, d)).at(d.state_mem)[gf.producer(gf.state_out)];
+      const int64_t at_update_cf = live_bytes(gc, d, residencies(gc, d)).at(d.state_mem)[gc.producer(gc.state_out)];
+      EXPECT_LT(at_update_cf, at_update_fla) << dev << kind_name(kind);
     }
   }
 }
@@ -298,7 +300,8 @@ TEST(PlanDevice, BasePlusOverride) {
   const Device p = shipped("ascend-310p"), p3 = shipped("ascend-310p3");
   EXPECT_EQ(p3.cores, 8);
   EXPECT_EQ(p.cores, 10);
-  EXPECT_EQ(p3.clock_ghz, p.clock_ghz);
+  // Clock and cores from one source (the card's fp16 peak): the same peak over 8 or 10 cores.
+  EXPECT_NEAR(p3.clock_ghz * p3.cores, p.clock_ghz * p.cores, 1e-3);
   EXPECT_EQ(p3.memories.size(), p.memories.size());
   EXPECT_EQ(p3.sim.queues.matrix, "Cube");
   EXPECT_EQ(p3.sim.queues.matrix_out, "Vector");  // 310P relays results through the Vector unit

@@ -93,7 +93,7 @@ Runner add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   std::vector<std::string> preset_names;
   for (const Preset& p : bench_presets()) preset_names.push_back(p.name);
-  app.add_option("--preset", a->cfg.preset, "Model shape: qwen3.5-0.8b (default), qwen3-next, kimi-linear")
+  app.add_option("--preset", a->cfg.preset, "Model shape: qwen3.5-0.8b (default), qwen3.5-2b, qwen3-next, kimi-linear")
       ->check(CLI::IsMember(preset_names));
   app.add_option("--kind", a->kind, "Override the preset's operator: gdn or kda")->check(CLI::IsMember({"gdn", "kda"}));
   app.add_option("--tokens", a->cfg.tokens, "Sequence lengths (default 512 1024 ... 65536)")->delimiter(',');

@@ -46,7 +46,7 @@ Runner add_layer_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->needs(model);
   app.add_option("--preset", a->cfg.preset, "Without --model: random weights of this shape: qwen3.5-0.8b (default), "
-                                            "qwen3-next, kimi-linear")
+                                            "qwen3.5-2b, qwen3-next, kimi-linear")
       ->check(CLI::IsMember(layer::layer_preset_names()))
       ->excludes(model);
   app.add_option("--weights", a->weights, "Random weights' dtype for --preset: bf16 (default) or f32")

@@ -91,7 +91,7 @@ int run(const SimArgs& a) {
   if (!a.preset.empty()) {
     const auto& presets = bench_presets();
     const auto p = std::find_if(presets.begin(), presets.end(), [&](const Preset& x) { return a.preset == x.name; });
-    if (p == presets.end()) return fail("unknown preset '" + a.preset + "' (qwen3.5-0.8b, qwen3-next, kimi-linear)");
+    if (p == presets.end()) return fail("unknown preset '" + a.preset + "' (qwen3.5-0.8b, qwen3.5-2b, qwen3-next, kimi-linear)");
     w.kind = p->kind;
     H = p->H;
     HV = p->HV;
@@ -199,7 +199,7 @@ Runner add_sim_command(CLI::App& app) {
                                          "hexagon-v75, or JSON files), comma-separated for a sweep")
       ->delimiter(',');
   app.add_option("--kind", a->kind, "gdn or kda (default: the preset's, else gdn)")->check(CLI::IsMember({"gdn", "kda"}));
-  app.add_option("--preset", a->preset, "qwen3.5-0.8b, qwen3-next or kimi-linear (default: 16 heads, K=V=128)");
+  app.add_option("--preset", a->preset, "qwen3.5-0.8b, qwen3.5-2b, qwen3-next or kimi-linear (default: 16 heads, K=V=128)");
   app.add_option("--heads", a->heads, "q/k heads, comma-separated for a sweep (each also the value heads unless "
                                       "--v-heads)")
       ->delimiter(',')

@@ -78,6 +78,7 @@ Status ablation_steps(const BenchConfig&, std::vector<std::pair<std::string, Eng
 const std::vector<Preset>& bench_presets() {
   static const std::vector<Preset> presets = {
       {"qwen3.5-0.8b", Kind::kGdn, 16, 16, 128, 128},
+      {"qwen3.5-2b", Kind::kGdn, 16, 16, 128, 128},
       {"qwen3-next", Kind::kGdn, 16, 32, 128, 128},
       {"kimi-linear", Kind::kKda, 32, 32, 128, 128},
   };

@@ -12,6 +12,12 @@
 
 namespace hanpu {
 
+// Model shapes: q/k heads H, value heads HV, head dims K, V of one linear-attention layer.
+// qwen3.5-2b (the model of the HA-NPU calibration figures): 16 key and 16 value heads of 128, hidden 2048,
+// 24 layers of which 18 linear (Qwen/Qwen3.5-2B config.json, as its fields are recorded in
+// p-doom/omegalax omegalax/models/qwen3_5/config.py, spec "qwen3.5-2b", and in a Qwen3.5-2B config test
+// of a third-party HF mapper found through the code index: linear_num_key_heads 16,
+// linear_num_value_heads 16, linear_key/value_head_dim 128, full_attention_interval 4).
 struct Preset {
   const char* name;
   Kind kind;

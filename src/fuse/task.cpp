@@ -319,6 +319,9 @@ class StageSink : public sim::ChunkSink {
       case Queue::kMatrixLoad:
         return b_.compute(EngineClass::kMatrix, std::move(label), bytes / d_.sim.l1_to_l0_bytes_per_cycle,
                           std::move(deps), {});
+      case Queue::kForward:  // into the matrix unit's operand memory: counted on the matrix side, as its loads
+        return b_.compute(EngineClass::kMatrix, std::move(label), bytes / d_.sim.ub_to_l1_bytes_per_cycle,
+                          std::move(deps), {});
       default:
         return b_.compute(d_.sim.l0c_to_ub_via_vector ? EngineClass::kVector : EngineClass::kMatrix, std::move(label),
                           bytes / d_.sim.l0c_to_ub_bytes_per_cycle, std::move(deps), {});

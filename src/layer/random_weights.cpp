@@ -8,7 +8,7 @@
 namespace hanpu::layer {
 
 const std::vector<std::string>& layer_preset_names() {
-  static const std::vector<std::string> names = {"qwen3.5-0.8b", "qwen3-next", "kimi-linear"};
+  static const std::vector<std::string> names = {"qwen3.5-0.8b", "qwen3.5-2b", "qwen3-next", "kimi-linear"};
   return names;
 }
 
@@ -16,6 +16,8 @@ bool layer_preset(const std::string& name, LayerSpec* out) {
   LayerSpec s;
   if (name == "qwen3.5-0.8b") {
     s = {LayerArch::kQwen3_5, 1024, 16, 16, 128, 128, 4, 1e-6};
+  } else if (name == "qwen3.5-2b") {
+    s = {LayerArch::kQwen3_5, 2048, 16, 16, 128, 128, 4, 1e-6};
   } else if (name == "qwen3-next") {
     s = {LayerArch::kQwen3Next, 2048, 16, 32, 128, 128, 4, 1e-6};
   } else if (name == "kimi-linear") {

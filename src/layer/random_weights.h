@@ -11,8 +11,10 @@
 
 namespace hanpu::layer {
 
-// "qwen3.5-0.8b" (Qwen3.5 layout, hidden 1024, 16/16 heads of 128), "qwen3-next" (Qwen3-Next layout,
-// hidden 2048, 16 q/k and 32 value heads of 128), "kimi-linear" (hidden 2304, 32 heads of 128).
+// "qwen3.5-0.8b" (Qwen3.5 layout, hidden 1024, 16/16 heads of 128), "qwen3.5-2b" (the same layout at
+// hidden 2048: the model the HA-NPU calibration figures were measured on; see bench/bench.h for its
+// source), "qwen3-next" (Qwen3-Next layout, hidden 2048, 16 q/k and 32 value heads of 128), "kimi-linear"
+// (hidden 2304, 32 heads of 128).
 bool layer_preset(const std::string& name, LayerSpec* out);
 const std::vector<std::string>& layer_preset_names();
 

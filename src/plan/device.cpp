@@ -135,6 +135,9 @@ void read_sim(const JsonReader& r, Device& d) {
   s.global_write_bytes_per_cycle = sx.sourced_number("global_write_bytes_per_cycle");
   s.l1_to_l0_bytes_per_cycle = sx.sourced_number("l1_to_l0_bytes_per_cycle");
   s.l0c_to_ub_bytes_per_cycle = sx.sourced_number("l0c_to_ub_bytes_per_cycle");
+  if (d.matrix_operand_mem != d.vector_mem || sx.raw().contains("ub_to_l1_bytes_per_cycle")) {
+    s.ub_to_l1_bytes_per_cycle = sx.sourced_number("ub_to_l1_bytes_per_cycle");
+  }
   s.transfer_setup_cycles = sx.sourced_number("transfer_setup_cycles", false);
   s.launch_overhead_us = sx.sourced_number("launch_overhead_us", false);
   s.barrier_us = sx.sourced_number("barrier_us", false);
@@ -200,6 +203,12 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.transform_bytes_per_cycle = lx.sourced_number("transform_bytes_per_cycle");
   d.transform_fixed_cycles = lx.sourced_number("transform_fixed_cycles", false);
   if (r.ok() && d.transform_fixed_cycles < 0) r.fail("layout.transform_fixed_cycles.value", "expected >= 0");
+  if (r.ok() && j.contains("buffers")) {
+    const JsonReader bx = r.child("buffers");
+    d.load_slots = static_cast<int>(bx.sourced_integer("load_slots", 1, 4));
+    const Memory* vm = d.memory(d.vector_mem);
+    d.vector_scratch_bytes = bx.sourced_integer("vector_scratch_bytes", 0, vm != nullptr ? vm->bytes : 0);
+  }
   if (r.ok() && j.contains("sim")) read_sim(r, d);
   if (!r.ok()) return InvalidArgument(origin + ": " + r.status().message());
   *out = std::move(d);

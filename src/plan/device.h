@@ -32,6 +32,9 @@ struct SimParams {
   double global_write_bytes_per_cycle = 0;  // one core's store path to global memory
   double l1_to_l0_bytes_per_cycle = 0;      // matrix operands into the matrix unit
   double l0c_to_ub_bytes_per_cycle = 0;     // matrix results out to the vector memory
+  // Vector-memory tensors into the matrix unit's operand memory (Ascend UB -> L1, on the store queue, the
+  // one that reads UB); required where the two memories differ.
+  double ub_to_l1_bytes_per_cycle = 0;
   double transfer_setup_cycles = 0;         // fixed cost of each global-memory transfer
   double launch_overhead_us = 0;            // per kernel launch
   double barrier_us = 0;                    // one cross-core barrier inside a launch (megakernels)
@@ -60,6 +63,11 @@ struct Device {
   double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
   int64_t block_rows = 16, block_cols = 16;
   double transform_bytes_per_cycle = 1, transform_fixed_cycles = 0;
+  // Buffers beside the tensors (optional section "buffers"): slots per tensor loaded from global memory
+  // (2: ping-pong, the next chunk's loads land while this one computes) and bytes of the vector memory the
+  // data movers reserve (e.g. Ascend's Nd2Nz staging).
+  int load_slots = 1;
+  int64_t vector_scratch_bytes = 0;
   bool has_sim = false;
   SimParams sim;
 

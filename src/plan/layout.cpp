@@ -74,7 +74,8 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
     const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense
     return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense && transposed ? d_.matrix_dense_penalty : 1.0);
   }
-  const double bytes = o.vector_ops * d_.operand_bytes;
+  // Vector work runs at its result's working precision (fp32 for everything a chunk computes).
+  const double bytes = o.vector_ops * elem_bytes(g, o.outputs[0], d_, d_.vector_mem);
   const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;
   return bytes / d_.vector_bytes_per_cycle * penalty;
 }
@@ -82,9 +83,8 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
 double DeviceCostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {
   if (from == to) return 0;
   const TensorNode& x = g.tensors[t];
-  const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
   const double bytes = static_cast<double>(padded(x.rows, d_.block_rows) * padded(x.cols, d_.block_cols)) *
-                       (state ? 4 : d_.operand_bytes);
+                       elem_bytes(g, t, d_, d_.vector_mem);
   return d_.transform_fixed_cycles + 2 * bytes / d_.transform_bytes_per_cycle;  // read + write
 }
 

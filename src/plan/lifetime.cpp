@@ -5,10 +5,36 @@
 
 namespace hanpu::plan {
 
-int64_t tensor_bytes(const Graph& g, int t, const Device& d) {
+int elem_bytes(const Graph& g, int t, const Device& d, const std::string& memory) {
   const TensorNode& x = g.tensors[t];
-  const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
-  return x.rows * x.cols * (state ? 4 : d.operand_bytes);
+  const int op = d.operand_bytes;
+  const bool shared = memory == d.vector_mem || memory == d.state_mem;
+  const bool matrix_only = memory == d.matrix_operand_mem || memory == d.matrix_left_mem || memory == d.matrix_right_mem;
+  if (matrix_only && !shared) return op;
+  const Memory* m = d.memory(memory);
+  const bool on_chip = m != nullptr && m->on_chip;
+  switch (x.role) {
+    case Role::kStateIn:
+    case Role::kStateOut: return 4;
+    case Role::kInput: return x.value == Value::kGate ? 4 : op;
+    case Role::kOutput: return on_chip ? 4 : op;
+    default: break;
+  }
+  if (on_chip) return 4;
+  for (int c : g.consumers(t)) {
+    if (g.ops[c].engine != Engine::kMatrix) return 4;
+  }
+  return op;
+}
+
+int64_t tensor_bytes(const Graph& g, int t, const Device& d, const std::string& memory) {
+  return g.tensors[t].rows * g.tensors[t].cols * elem_bytes(g, t, d, memory);
+}
+
+int64_t tensor_bytes(const Graph& g, int t, const Device& d) { return tensor_bytes(g, t, d, d.materialised_mem); }
+
+bool needs_cast(const Graph& g, int t, const Device& d) {
+  return elem_bytes(g, t, d, d.vector_mem) > d.operand_bytes;
 }
 
 bool state_updated_in_place(const Graph& g) {
@@ -25,7 +51,13 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
     if (m == nullptr || !m->on_chip || from > to) return;
     std::sort(uses.begin(), uses.end());
     uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
-    out.push_back({t, mem, kernel, from, to, tensor_bytes(g, t, d), std::move(uses)});
+    // What this kernel loads from global memory (inputs, tensors another kernel materialised) is
+    // double-buffered in the memories loads land in.
+    const int prod = g.producer(t);
+    const bool loaded = g.tensors[t].role == Role::kInput || (prod >= 0 && g.ops[prod].kernel != kernel);
+    const bool landing = mem == d.vector_mem || mem == d.matrix_operand_mem;
+    const int64_t slots = loaded && landing ? d.load_slots : 1;
+    out.push_back({t, mem, kernel, from, to, tensor_bytes(g, t, d, mem) * slots, std::move(uses)});
   };
   const std::vector<int> sreaders = g.consumers(g.state_in);
   const int s_last_read = sreaders.empty() ? -1 : sreaders.back();
@@ -83,7 +115,7 @@ std::map<std::string, std::vector<int64_t>> live_bytes(const Graph& g, const Dev
   const int n = static_cast<int>(g.ops.size());
   std::map<std::string, std::vector<int64_t>> live;
   for (const Memory& m : d.memories) {
-    if (m.on_chip) live[m.name].assign(n, 0);
+    if (m.on_chip) live[m.name].assign(n, m.name == d.vector_mem ? d.vector_scratch_bytes : 0);
   }
   for (const Residency& r : rs) {
     std::vector<int64_t>& steps = live.at(r.memory);

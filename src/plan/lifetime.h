@@ -14,7 +14,9 @@
 //   written over S in place: one buffer, not two.
 // - a tensor whose producer and a consumer are different kernels is materialised in global memory
 //   (written once, read back by each consuming kernel) and counted as traffic, not as on-chip bytes.
-// Element sizes: the device's operand size for chunk tensors, 4 bytes for the state.
+// Element sizes: per tensor and memory (elem_bytes below). Inputs loaded from global memory occupy
+// `Device::load_slots` buffers (ping-pong: the next chunk's loads land while this chunk computes), and
+// `Device::vector_scratch_bytes` of the vector memory are reserved for the data movers (peaks include it).
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,21 @@ struct LifetimeReport {
   int64_t materialised_traffic_bytes = 0;     // those writes plus their reads
 };
 
+// Per-tensor dtypes. Q, K, V, beta and the output O are stored at the model's precision (the device's
+// operand size), the log-decay gate and the state in fp32 (FLA keeps both in fp32); what a chunk computes is
+// fp32 where it is computed: the vector unit's working precision, the matrix unit's accumulators in its
+// result memory. The matrix unit reads operand-size copies: in a memory only it reads (Ascend's L1, L0A,
+// L0B) every tensor is at the operand size; an fp32 tensor gets there by an explicit cast (the lowering's
+// "cast" task, sim/chunk_lowering.cpp). Where one memory serves both units (Hexagon's VTCM, the host's
+// cache) a tensor is counted at its working size. Global memory holds a materialised intermediate at the
+// operand size when only the matrix unit reads it back, else in fp32.
+int elem_bytes(const Graph& g, int t, const Device& d, const std::string& memory);
+int64_t tensor_bytes(const Graph& g, int t, const Device& d, const std::string& memory);
+// The size stored in global memory (the device's materialised memory): loads, stores, traffic.
 int64_t tensor_bytes(const Graph& g, int t, const Device& d);
+// Whether the matrix unit reads a cast copy of t (its working size in the vector memory is above the
+// operand size).
+bool needs_cast(const Graph& g, int t, const Device& d);
 // Whether the state update is S's last reader, so that S' can overwrite S (chunk-first order).
 bool state_updated_in_place(const Graph& g);
 // Every residency of the graph on the device, in tensor order (on-chip memories only).

@@ -1,10 +1,35 @@
 #include "sim/chunk_lowering.h"
 
 #include <algorithm>
+#include <set>
 
 namespace hanpu::sim {
 
 using Queue = ChunkSink::Queue;
+
+int ChunkLowering::to_operand_memory(ChunkSink& em, int core, int t, int ready, bool loaded, int gate) const {
+  const int op = d_.operand_bytes;
+  const bool cast = loaded ? plan::tensor_bytes(g_, t, d_) > g_.tensors[t].rows * g_.tensors[t].cols * op
+                           : plan::needs_cast(g_, t, d_);
+  const bool separate = d_.matrix_operand_mem != d_.vector_mem;
+  if (!cast && (loaded || !separate)) return ready;
+  std::vector<int> deps;
+  if (ready >= 0) deps.push_back(ready);
+  if (gate >= 0) deps.push_back(gate);
+  const double elems = static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols);
+  int last = ready;
+  if (cast) {
+    last = em.compute(core, Queue::kVector, elems * plan::elem_bytes(g_, t, d_, d_.vector_mem) / d_.vector_bytes_per_cycle,
+                      deps, "cast " + g_.tensors[t].name);
+    em.counts.cast += elems;
+    deps = {last};
+  }
+  if (separate) {
+    last = em.move(core, Queue::kForward, elems * op, deps, "forward " + g_.tensors[t].name);
+    em.counts.forward += elems * op;
+  }
+  return last;
+}
 
 void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int, int>& have, int gate,
                           bool store_handoffs) const {
@@ -14,11 +39,14 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     if (gate >= 0) deps.push_back(gate);
     return deps;
   };
+  std::set<int> loaded;  // tensors this chunk brought from global memory (loads, spill reloads)
   auto dep = [&](int t) -> int {
     auto it = have.find(t);
     if (it != have.end()) return it->second;
+    loaded.insert(t);
     return have[t] = em.move(core, Queue::kLoad, static_cast<double>(bytes(t)), gated({}), g_.tensors[t].name);
   };
+  std::map<int, int> operand;  // tensor -> the task that put it in the matrix unit's operand memory
   // Spill moves: stores after step s, reloads before step s (s = -1: chunk start, n: chunk end).
   std::map<int, int> stored;  // tensor -> its spill store
   auto spill_stores = [&](int step) {
@@ -45,6 +73,9 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       }
       have[m.tensor] =
           em.move(core, Queue::kLoad, static_cast<double>(m.bytes), gated(deps), "reload " + g_.tensors[m.tensor].name);
+      // A reload into the operand memory puts it there; one into the vector memory needs forwarding again.
+      if (m.memory == d_.matrix_operand_mem && m.memory != d_.vector_mem) operand[m.tensor] = have[m.tensor];
+      else operand.erase(m.tensor);
       em.counts.spill += static_cast<double>(m.bytes);
     }
   };
@@ -57,10 +88,15 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     spill_reloads(i);
     std::vector<int> deps = gated({});
     double in_bytes = 0;
+    const bool matrix = o.engine == plan::Engine::kMatrix;
     for (int t : o.inputs) {
-      const int p = dep(t);
+      int p = dep(t);
+      if (matrix) {
+        if (!operand.count(t)) operand[t] = to_operand_memory(em, core, t, p, loaded.count(t) > 0, gate);
+        p = operand[t];
+      }
       if (p >= 0) deps.push_back(p);
-      in_bytes += static_cast<double>(bytes(t));
+      in_bytes += static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols * d_.operand_bytes);
     }
     for (const plan::Transform& tr : pl_.layouts.transforms) {
       if (tr.before_op != i) continue;
@@ -74,7 +110,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       em.counts.macs += o.macs();
       em.counts.executed_macs += o.executed_macs(d_.block_rows, d_.block_cols);
       const int mm = em.compute(core, Queue::kMatrix, cycles, {ld}, o.name);
-      const double out_bytes = static_cast<double>(bytes(o.outputs[0]));
+      const double out_bytes = static_cast<double>(plan::tensor_bytes(g_, o.outputs[0], d_, d_.matrix_result_mem));
       em.counts.l0c_to_ub += out_bytes;
       last = em.move(core, Queue::kMatrixOut, out_bytes, {mm}, "result " + o.name);
     } else {
@@ -82,6 +118,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     }
     for (int t : o.outputs) {
       have[t] = last;
+      operand.erase(t);  // written (the state in place): an earlier operand copy is stale
       if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
         em.move(core, Queue::kStore, static_cast<double>(bytes(t)), {last}, g_.tensors[t].name);
       }

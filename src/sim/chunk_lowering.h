@@ -4,7 +4,12 @@
 // step runs on the vector unit; a layout transform before a step is vector work of the cost model's
 // transform cycles. Cycles come from the planner's cost model, so the simulator and the planner agree on
 // every operator's cost. Chunk inputs are loaded from global memory and outputs stored; spilled tensors
-// (sim/spill.h) are stored and reloaded through the same paths. Where the work lands is the sink's
+// (sim/spill.h) are stored and reloaded through the same paths. Operands of the matrix unit get there the
+// way they must (per-tensor dtypes, plan/lifetime.h): a tensor computed in fp32 is first cast to the
+// operand size on the vector unit ("cast", reading fp32 at the vector rate), and where the matrix unit's
+// operand memory is not the vector memory (Ascend L1 vs UB) anything made or cast on chip is moved across
+// ("forward", at the UB -> L1 rate on the queue that reads UB); operands loaded from global memory at the
+// operand size land in the operand memory directly. Each tensor is cast and forwarded once per chunk. Where the work lands is the sink's
 // business: the model's per-core engine queues, or a fusion task's stages.
 #pragma once
 
@@ -25,12 +30,13 @@ constexpr KernelMask kAllKernels = ~0u;
 // Where a chunk lowering emits its work. Ids are the sink's (increasing); deps are ids emitted earlier.
 class ChunkSink {
  public:
-  enum class Queue { kLoad, kStore, kMatrixLoad, kMatrix, kMatrixOut, kVector };
+  // kForward: a vector-memory tensor into the matrix unit's operand memory (Ascend UB -> L1).
+  enum class Queue { kLoad, kStore, kMatrixLoad, kMatrix, kMatrixOut, kVector, kForward };
   virtual ~ChunkSink() = default;
   virtual int next_id() const = 0;
   // Work of `cycles` device cycles on a compute queue (kMatrix, kVector).
   virtual int compute(int core, Queue q, double cycles, std::vector<int> deps, std::string label) = 0;
-  // A move of `bytes`: kLoad / kStore to or from global memory, kMatrixLoad / kMatrixOut on chip.
+  // A move of `bytes`: kLoad / kStore to or from global memory, kMatrixLoad / kMatrixOut / kForward on chip.
   virtual int move(int core, Queue q, double bytes, std::vector<int> deps, std::string label) = 0;
   // A tensor's presence in an on-chip memory of `core` from the start of task `first` to the end of `last`.
   virtual void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) {
@@ -38,9 +44,10 @@ class ChunkSink {
   }
   // What the lowering moved and computed.
   // macs: algebraic (OpNode::macs); executed_macs: as the matrix unit runs them on whole blocks;
-  // spill_store: the spill stores alone (spill counts stores and reloads).
+  // spill_store: the spill stores alone (spill counts stores and reloads); forward: bytes moved from the
+  // vector memory into the matrix unit's; cast: elements cast to the operand size for the matrix unit.
   struct Counts {
-    double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, executed_macs = 0, spill = 0, spill_store = 0;
+    double l1_to_l0 = 0, l0c_to_ub = 0, macs = 0, executed_macs = 0, spill = 0, spill_store = 0, forward = 0, cast = 0;
   } counts;
 };
 
@@ -97,6 +104,10 @@ class ChunkLowering {
     }
     return false;
   }
+
+  // The tasks that bring t into the matrix unit's operand memory after `ready` (the task that made it
+  // available), or `ready` itself when nothing is needed. `loaded`: t came from global memory.
+  int to_operand_memory(ChunkSink& em, int core, int t, int ready, bool loaded, int gate) const;
 
   const plan::Plan& pl_;
   const plan::Graph& g_;

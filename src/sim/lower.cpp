@@ -53,6 +53,8 @@ class Emitter : public ChunkSink {
                         std::move(deps), "store " + label);
       case Queue::kMatrixLoad:
         return transfer(core, e_.matrix_load, bytes, s.l1_to_l0_bytes_per_cycle, false, 0, std::move(deps), label);
+      case Queue::kForward:
+        return transfer(core, e_.store, bytes, s.ub_to_l1_bytes_per_cycle, false, 0, std::move(deps), label);
       default:
         return transfer(core, e_.matrix_out, bytes, s.l0c_to_ub_bytes_per_cycle, false, 0, std::move(deps), label);
     }
@@ -146,7 +148,7 @@ std::vector<Counter> occupancy_counters(const Emitter& em, const Schedule& s, st
 // Energy: dynamic (MACs, vector cycles, global and on-chip bytes) plus static power over the latency.
 double energy_uj(const plan::Device& d, const SimRecord& r, double vector_cycles, const ChunkSink::Counts& c) {
   const double dynamic_pj = r.matrix_macs * d.sim.pj_per_mac + vector_cycles * d.sim.pj_per_vector_cycle +
-                            r.gm_bytes * d.sim.pj_per_global_byte + (c.l1_to_l0 + c.l0c_to_ub) * d.sim.pj_per_on_chip_byte;
+                            r.gm_bytes * d.sim.pj_per_global_byte + (c.l1_to_l0 + c.l0c_to_ub + c.forward) * d.sim.pj_per_on_chip_byte;
   return dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
 }
 
@@ -218,14 +220,14 @@ double global_share(const Program& p, const Schedule& s, int cores) {
 }
 
 // Busy time of the layout transforms over that of all cross-unit work (transforms, operand moves into the
-// matrix unit, result moves out of it).
+// matrix unit: forwards from the vector memory and L1 -> L0 loads, result moves out of it).
 double transform_share(const Program& p, const Schedule& s, const Engines& e) {
   double transforms = 0, moves = 0;
   for (std::size_t i = 0; i < p.tasks().size(); ++i) {
     const Task& t = p.tasks()[i];
     const double ns = s.end_ns[i] - s.start_ns[i];
     if (t.label.rfind("transform ", 0) == 0) transforms += ns;
-    else if (t.engine == e.matrix_load || t.engine == e.matrix_out) moves += ns;
+    else if (t.engine == e.matrix_load || t.engine == e.matrix_out || t.label.rfind("forward ", 0) == 0) moves += ns;
   }
   return transforms + moves > 0 ? transforms / (transforms + moves) : 0;
 }

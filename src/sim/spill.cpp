@@ -33,8 +33,9 @@ Status plan_spills(const plan::Graph& g, const plan::Device& d, SpillPlan* out) 
   for (const plan::Memory& m : d.memories) {
     if (!m.on_chip) continue;
     int64_t peak = 0;
+    const int64_t reserved = m.name == d.vector_mem ? d.vector_scratch_bytes : 0;
     for (int s = 0; s < n; ++s) {
-      int64_t live = 0;
+      int64_t live = reserved;
       for (const Piece& p : pieces) live += p.r.memory == m.name && p.present(s) ? p.r.bytes : 0;
       while (live > m.bytes) {
         // The evictable piece whose next use is furthest away.

@@ -1,0 +1,120 @@
+// The NPU model's buffers: per-tensor dtypes, ping-pong load slots and reserved scratch in the footprint,
+// the casts and forwards that bring fp32 tensors to the matrix unit.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "plan/device.h"
+#include "plan/graph.h"
+#include "plan/lifetime.h"
+#include "plan/plan.h"
+#include "sim/lower.h"
+
+namespace hanpu::sim {
+namespace {
+
+plan::Device device(const std::string& name) {
+  plan::Device d;
+  EXPECT_TRUE(plan::load_device(name, &d).ok()) << name;
+  return d;
+}
+
+int tensor_of(const plan::Graph& g, plan::Value v) {
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+    if (g.tensors[t].value == v) return t;
+  }
+  ADD_FAILURE() << "no tensor " << plan::value_name(v);
+  return -1;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// On Ascend (fp16 operands, L1 != UB): model-precision inputs stay 2 B; the gate, the state and everything
+// computed are fp32 on chip; the matrix unit's memories hold 2 B copies; a hand-off only matrix operators
+// read back is stored at 2 B, others in fp32. On the host (fp32 operands) everything is 4 B.
+TEST(SimBuffers, PerTensorDtypes) {
+  const plan::Device d = device("ascend-310p");
+  plan::GraphOptions o;
+  o.chunk_first = o.gemm_first = false;
+  o.kernels = plan::KernelSplit::kFla;
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, o);
+  const int q = tensor_of(g, plan::Value::kQ), gate = tensor_of(g, plan::Value::kGate);
+  const int s = tensor_of(g, plan::Value::kS), kkt = tensor_of(g, plan::Value::kKKt);
+  const int out = tensor_of(g, plan::Value::kO), w = tensor_of(g, plan::Value::kW);
+  EXPECT_EQ(plan::elem_bytes(g, q, d, "UB"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, q, d, "GM"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, gate, d, "UB"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, s, d, "UB"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, s, d, "L1"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, s, d, "L0B"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, kkt, d, "L0C"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, kkt, d, "UB"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, out, d, "UB"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, out, d, "GM"), 2);
+  // W (FLA's w = A k) is read back by the state pass's GEMM only: stored at the operand size.
+  for (int c : g.consumers(w)) ASSERT_EQ(g.ops[c].engine, plan::Engine::kMatrix);
+  EXPECT_EQ(plan::elem_bytes(g, w, d, "GM"), 2);
+  EXPECT_TRUE(plan::needs_cast(g, s, d));
+  EXPECT_FALSE(plan::needs_cast(g, q, d));
+  const plan::Device host = device("host");
+  for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+    EXPECT_EQ(plan::elem_bytes(g, t, host, host.vector_mem), 4);
+    EXPECT_FALSE(plan::needs_cast(g, t, host));
+  }
+}
+
+// Inputs land in two slots (ping-pong) and the Nd2Nz staging is reserved: the UB peak is the single-slot
+// peak plus both; a device without the "buffers" section counts neither.
+TEST(SimBuffers, PingPongSlotsAndScratchAreInTheFootprint) {
+  plan::Device d = device("ascend-310p");
+  ASSERT_EQ(d.load_slots, 2);
+  ASSERT_EQ(d.vector_scratch_bytes, 8192);
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, plan::GraphOptions{});
+  const plan::LifetimeReport two = plan::analyse_lifetimes(g, d);
+  // Every residency of an input in UB or L1 is doubled; nothing else changes.
+  plan::Device single = d;
+  single.load_slots = 1;
+  single.vector_scratch_bytes = 0;
+  for (const plan::Residency& r : plan::residencies(g, d)) {
+    const bool input = g.tensors[r.tensor].role == plan::Role::kInput;
+    const bool landing = r.memory == "UB" || r.memory == "L1";
+    EXPECT_EQ(r.bytes, plan::tensor_bytes(g, r.tensor, d, r.memory) * (input && landing ? 2 : 1))
+        << g.tensors[r.tensor].name << " in " << r.memory;
+  }
+  const plan::LifetimeReport one = plan::analyse_lifetimes(g, single);
+  EXPECT_GT(two.peak_bytes.at("UB"), one.peak_bytes.at("UB") + 8192);
+  const auto live = plan::live_bytes(g, d, plan::residencies(g, d));
+  for (int64_t b : live.at("UB")) EXPECT_GE(b, 8192);  // the scratch, at every step
+}
+
+// The state S is fp32 in UB and the matrix unit reads it: each chunk casts it to fp16 on the vector unit
+// and forwards it UB -> L1 once (its several GEMMs share the copy). Q is loaded from global memory at the
+// operand size: never cast. The host (shared memory, fp32 operands) does neither.
+TEST(SimBuffers, CastsAndForwardsWhereTheMatrixUnitReadsFp32) {
+  for (const std::string name : {"ascend-310p", "hexagon-v75"}) {
+    const plan::Device d = device(name);
+    Workload w;
+    w.heads = d.cores;  // a head per core: no tail heads split into slices
+    w.tokens = 64 * 4;
+    SimRecord r;
+    std::string trace;
+    ASSERT_TRUE(simulate_strategy("hanpu", d, w, &r, &trace).ok());
+    const size_t chunks = 4 * static_cast<size_t>(d.cores);
+    EXPECT_EQ(count(trace, "\"cast S\""), chunks) << name;  // HMX too reads fp16: cast on HVX
+    EXPECT_EQ(count(trace, "\"cast Q\""), 0u) << name;
+    EXPECT_EQ(count(trace, "\"forward Q\""), 0u) << name;
+    if (name == "ascend-310p") {
+      EXPECT_EQ(count(trace, "\"forward S\""), chunks);
+      EXPECT_NE(trace.find("\"name\":\"MTE3\""), std::string::npos);  // forwards on the queue that reads UB
+    } else {
+      EXPECT_EQ(count(trace, "\"forward S\""), 0u);  // one VTCM: nothing to move across
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hanpu::sim
