@@ -48,7 +48,7 @@ nlohmann::json record_json(const sim::SimRecord& r) {
           {"spill_bytes", r.spill_bytes}, {"l1_to_l0_bytes", r.l1_to_l0_bytes}, {"peak_bytes", r.peak_bytes},
           {"sim_peak_bytes", r.sim_peak_bytes}, {"matrix_util", r.matrix_util}, {"vector_util", r.vector_util},
           {"engine_busy", r.engine_busy}, {"energy_uj", r.energy_uj}, {"matrix_macs", r.matrix_macs},
-          {"launches", r.launches}, {"tail_split", r.tail_split}, {"tasks", r.tasks}};
+          {"launches", r.launches}, {"tail_split", r.tail_split}, {"tasks", r.tasks}, {"tiled_steps", r.tiled_steps}};
 }
 
 // One run of an execution plan file on the device it was made for.

@@ -397,6 +397,7 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   for (const auto& [key, ns] : s.busy_ns) busy[key.second] += ns;
   for (const auto& [engine, ns] : busy) r.engine_busy[engine] = ns / core_ns;
   r.peak_bytes = low.spills().peak_bytes;
+  r.tiled_steps = static_cast<int>(low.spills().tiled.size());
   for (const auto& [cols, l] : lowerings) {
     for (const auto& [mem, b] : l->spills().peak_bytes) r.peak_bytes[mem] = std::max(r.peak_bytes[mem], b);
   }

@@ -67,6 +67,7 @@ struct SimRecord {
   std::map<std::string, int64_t> peak_bytes;      // planned on-chip footprint per buffer, after spills
   std::map<std::string, int64_t> sim_peak_bytes;  // simulated occupancy peak per buffer (any core)
   int64_t tasks = 0, launches = 0;
+  int tiled_steps = 0;  // a chunk's operators run in tiles because their operands exceed a buffer (sim/spill.h)
   int tail_split = 1;  // hanpu: column slices per tail head
 };
 
