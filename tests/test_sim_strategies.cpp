@@ -8,6 +8,7 @@
 #include "plan/plan.h"
 #include "plan/strategy.h"
 #include "sim/lower.h"
+#include "sim/native_ops.h"
 #include "sim/spill.h"
 
 namespace hanpu::sim {
@@ -122,10 +123,39 @@ TEST(SimLowering, LaunchesPerStrategy) {
   w.tokens = 1024;
   const plan::Device d = device("ascend-310p");
   const std::map<std::string, int64_t> launches = {
-      {"native", 6}, {"fla", 3}, {"fla-megakernel", 1}, {"flashqla", 4}, {"hanpu", 1}};
+      {"native", native_program(Kind::kGdn, 64, 128, 128).launches(16)}, {"fla", 3}, {"fla-megakernel", 1},
+      {"flashqla", 4}, {"hanpu", 1}};
   for (const auto& [s, n] : launches) EXPECT_EQ(simulate(s, d, w).launches, n) << s;
   // A launch costs more than a barrier on every shipped device: the megakernel is not slower.
   EXPECT_LE(simulate("fla-megakernel", d, w).latency_us, simulate("fla", d, w).latency_us);
+}
+
+// native runs transformers' torch-native chunked algorithm one framework operator at a time: the solve is a
+// loop of six small vector operators per row, the recurrence eighteen operators per chunk (five of them
+// matrix), so a 4,096-token prefill is over a thousand launches, each paying the framework's dispatch.
+TEST(SimLowering, NativeIsOneLaunchPerFrameworkOperator) {
+  const NativeProgram p = native_program(Kind::kGdn, 64, 128, 128);
+  int solve = 0, loop_matrix = 0;
+  for (const FrameworkOp& op : p.before) solve += op.name.rfind("solve ", 0) == 0;
+  for (const FrameworkOp& op : p.per_chunk) loop_matrix += op.matrix;
+  EXPECT_EQ(solve, 6 * 63);
+  EXPECT_EQ(p.per_chunk.size(), 18u);
+  EXPECT_EQ(loop_matrix, 5);
+  EXPECT_GT(p.launches(64), 1000);
+  const plan::Device d = device("ascend-310p");
+  Workload w;
+  w.heads = 16;
+  w.tokens = 4096;
+  const SimRecord r = simulate("native", d, w);
+  EXPECT_EQ(r.launches, p.launches(64));
+  // Every launch pays the dispatch: the latency is at least launches x framework_op_us.
+  EXPECT_GE(r.latency_us, static_cast<double>(r.launches) * d.sim.framework_op_us);
+  // Its matrix work is the algebra's: per (head, chunk) k_beta k^T, A v_beta, A (k_beta e^g), and per chunk
+  // q k^T, k_cumdecay S, (q e^g) S, P V', (k decay)^T V'.
+  const double per_unit = 2 * (64.0 * 64 * 128) + 3 * (64.0 * 128 * 64) + 2 * (64.0 * 128 * 128) + 128.0 * 128 * 64;
+  EXPECT_DOUBLE_EQ(r.matrix_macs, 16.0 * 64 * per_unit);
+  // Nothing stays on chip between operators: every result goes to global memory.
+  EXPECT_GT(r.gm_bytes, 5 * simulate("fla", d, w).gm_bytes);
 }
 
 // 4 heads on 10 cores: whole heads leave 6 cores idle; column slices of the tail heads use them. 20

@@ -141,6 +141,7 @@ void read_sim(const JsonReader& r, Device& d) {
   s.transfer_setup_cycles = sx.sourced_number("transfer_setup_cycles", false);
   s.launch_overhead_us = sx.sourced_number("launch_overhead_us", false);
   s.barrier_us = sx.sourced_number("barrier_us", false);
+  s.framework_op_us = sx.raw().contains("framework_op_us") ? sx.sourced_number("framework_op_us") : s.launch_overhead_us;
   s.l0c_to_ub_via_vector = sx.sourced_flag("l0c_to_ub_via_vector");
   const JsonReader q = sx.child("queues");
   q.str("source", true);

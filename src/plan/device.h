@@ -37,6 +37,7 @@ struct SimParams {
   double ub_to_l1_bytes_per_cycle = 0;
   double transfer_setup_cycles = 0;         // fixed cost of each global-memory transfer
   double launch_overhead_us = 0;            // per kernel launch
+  double framework_op_us = 0;               // per eager framework operator (the native baseline's launches)
   double barrier_us = 0;                    // one cross-core barrier inside a launch (megakernels)
   bool l0c_to_ub_via_vector = false;        // matrix results reach the vector memory through the vector unit
   Queues queues;                            // matrix_out is the vector queue when results relay through it

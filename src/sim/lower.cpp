@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/strategy.h"
 #include "sim/chunk_lowering.h"
+#include "sim/native_ops.h"
 
 namespace hanpu::sim {
 
@@ -194,6 +196,62 @@ void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std
   }
 }
 
+// native: each framework operator is a launch over the units the mapping puts on each core ((value head,
+// chunk) units as its per-chunk phases deal them; value heads as its recurrence deals them), reading its
+// inputs from global memory and writing its result there (sim/native_ops.h). A matrix operator's fp32
+// operands are cast for the matrix unit and forwarded to its memory where that is not the vector memory.
+void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, const NativeProgram& prog) {
+  using Queue = ChunkSink::Queue;
+  const int cores = d.cores;
+  std::vector<int64_t> units(cores), heads(cores);
+  int64_t chunks = 0;
+  for (const plan::WorkItem& it : m.items) {
+    const plan::Work w = m.phases[it.phase].work;
+    if (w == plan::Work::kLoad) units[it.worker] += it.chunks;
+    if (w == plan::Work::kRecurrence) {
+      heads[it.worker] += 1;
+      chunks = std::max(chunks, it.chunks);
+    }
+  }
+  const bool separate = d.matrix_operand_mem != d.vector_mem;
+  const double b = static_cast<double>(d.block_rows);
+  auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
+  auto run = [&](const FrameworkOp& op, const std::vector<int64_t>& per_core) {
+    ++em.launches;
+    const std::vector<int> gate = em.sync(cores, em.tails(), d.sim.framework_op_us, "op " + op.name);
+    for (int c = 0; c < cores; ++c) {
+      const double n = static_cast<double>(per_core[c]);
+      if (n == 0) continue;
+      int last = gate[c];
+      if (op.in_elems > 0) last = em.move(c, Queue::kLoad, n * op.in_elems * 4, {last}, op.name);
+      if (op.matrix) {
+        last = em.compute(c, Queue::kVector, n * op.in_elems * 4 / d.vector_bytes_per_cycle, {last}, "cast " + op.name);
+        em.counts.cast += n * op.in_elems;
+        if (separate) {
+          last = em.move(c, Queue::kForward, n * op.in_elems * d.operand_bytes, {last}, "forward " + op.name);
+          em.counts.forward += n * op.in_elems * d.operand_bytes;
+        }
+        last = em.move(c, Queue::kMatrixLoad, n * op.in_elems * d.operand_bytes, {last}, "operands " + op.name);
+        em.counts.l1_to_l0 += n * op.in_elems * d.operand_bytes;
+        const double executed = pad(op.m) * pad(op.n) * pad(op.k);
+        em.counts.macs += n * static_cast<double>(op.m * op.n * op.k);
+        em.counts.executed_macs += n * executed;
+        last = em.compute(c, Queue::kMatrix, n * executed / d.matrix_macs_per_cycle, {last}, op.name);
+        last = em.move(c, Queue::kMatrixOut, n * op.out_elems * 4, {last}, "result " + op.name);
+        em.counts.l0c_to_ub += n * op.out_elems * 4;
+      } else {
+        last = em.compute(c, Queue::kVector, n * op.out_elems * 4 / d.vector_bytes_per_cycle, {last}, op.name);
+      }
+      if (op.out_elems > 0) em.move(c, Queue::kStore, n * op.out_elems * 4, {last}, op.name);
+    }
+  };
+  for (const FrameworkOp& op : prog.before) run(op, units);
+  for (int64_t i = 0; i < chunks; ++i) {
+    for (const FrameworkOp& op : prog.per_chunk) run(op, heads);
+  }
+  for (const FrameworkOp& op : prog.after) run(op, units);
+}
+
 // Per core, the union of the time global-memory transfers are in flight, over the makespan; averaged over cores.
 double global_share(const Program& p, const Schedule& s, int cores) {
   if (s.makespan_ns <= 0) return 0;
@@ -346,13 +404,18 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   const auto lowering = [&](int64_t cols) -> const ChunkLowering& { return *lowerings.at(cols); };
   const int cores = d.cores;
   Emitter em(d);
-  const auto ranges = m.phase_ranges();
-  std::vector<int> gate;
-  for (std::size_t p = 0; p < m.phases.size(); ++p) {
-    if (p == 0) gate = em.launch(cores, {});
-    else if (m.phases[p].sync == plan::Sync::kLaunch) gate = em.launch(cores, em.tails());
-    else gate = em.sync(cores, em.tails(), d.sim.barrier_us, "barrier");
-    lower_phase(em, m, m.phases[p], ranges[p].first, ranges[p].second, gate, w, lowering);
+  const plan::StrategyInfo* info = plan::find_strategy(pl.strategy);
+  if (info != nullptr && info->opt.dataflow == plan::Dataflow::kNative) {
+    lower_native(em, m, d, native_program(pl.kind, m.shape.C, pl.graph.K, m.shape.V));
+  } else {
+    const auto ranges = m.phase_ranges();
+    std::vector<int> gate;
+    for (std::size_t p = 0; p < m.phases.size(); ++p) {
+      if (p == 0) gate = em.launch(cores, {});
+      else if (m.phases[p].sync == plan::Sync::kLaunch) gate = em.launch(cores, em.tails());
+      else gate = em.sync(cores, em.tails(), d.sim.barrier_us, "barrier");
+      lower_phase(em, m, m.phases[p], ranges[p].first, ranges[p].second, gate, w, lowering);
+    }
   }
   const ChunkLowering& low = *lowerings.at(m.shape.V);
   Machine machine;
