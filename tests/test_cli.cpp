@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -454,6 +455,34 @@ TEST(Cli, SimPrintsATableAndWritesRecords) {
   ASSERT_EQ(run_cli("sim --device ascend-310p --ablation --heads 2 --tokens 128", &log), 0) << log;
   EXPECT_NE(log.find("+layout-plan"), std::string::npos) << log;
   EXPECT_EQ(run_cli("sim --device host --tokens 64", &log), 2);
+  EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
+}
+
+// The calibration report: every figure C4-C9 has a row on the paper's 310P with the paper's value and the
+// model's, the path rates fitted to C9 reproduce it, and another device gets the same rows without figures.
+TEST(Cli, SimCalibrationReportsEveryFigure) {
+  const std::string json_path = temp("calibration.json");
+  std::string log;
+  ASSERT_EQ(run_cli("sim --calibration --device ascend-310p,ascend-310b --json " + json_path, &log), 0) << log;
+  EXPECT_NE(log.find("calibration report: ascend-310p"), std::string::npos) << log;
+  EXPECT_NE(log.find("[calibration] ascend-310p native gdn T=512"), std::string::npos) << log;  // progress
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf)["calibration"];
+  ASSERT_EQ(j.size(), 2u);
+  std::set<std::string> figures;
+  for (const auto& r : j[0]["rows"]) {
+    figures.insert(r["figure"].get<std::string>());
+    ASSERT_TRUE(r.contains("paper")) << r.dump();
+    EXPECT_TRUE(r["within_25_percent"].is_boolean());
+    if (r["figure"] == "C9") {
+      EXPECT_TRUE(r["calibrated"].get<bool>());
+      EXPECT_NEAR(r["model"][0].get<double>(), r["paper"][0].get<double>(), 0.01 * r["paper"][0].get<double>());
+    }
+  }
+  EXPECT_EQ(figures, (std::set<std::string>{"C4", "C5", "C6", "C7", "C8", "C9"}));
+  EXPECT_EQ(j[1]["device"], "ascend-310b");
+  for (const auto& r : j[1]["rows"]) EXPECT_FALSE(r.contains("paper")) << r.dump();
+  EXPECT_EQ(run_cli("sim --calibration --device host", &log), 2);
   EXPECT_NE(log.find("no \"sim\" section"), std::string::npos) << log;
 }
 

@@ -1,3 +1,4 @@
+// hanpu sim --calibration [--device LIST] [--json FILE]: the calibration report (sim/calibration.h).
 // hanpu sim --device LIST --kind gdn|kda [--preset NAME | --heads LIST --v-heads HV --k K --v V]
 //           [--tokens LIST] [--strategies LIST | --ablation] [--warmup-chunks N] [--segment-chunks N]
 //           [--json FILE] [--trace FILE] [--plot FILE]
@@ -13,6 +14,7 @@
 #include "bench/plot.h"
 #include "commands.h"
 #include "plan/strategy.h"
+#include "sim/calibration.h"
 #include "sim/lower.h"
 
 namespace hanpu::cli {
@@ -22,7 +24,7 @@ namespace {
 struct SimArgs {
   std::vector<std::string> devices;
   std::string kind, preset, json_path, trace_path, plot_path, plan_path;
-  bool ablation = false;
+  bool ablation = false, calibration = false;
   std::vector<int64_t> heads;
   int64_t v_heads = 0, k = 0, v = 0, warmup_chunks = 2, segment_chunks = 0;
   std::vector<int64_t> tokens = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
@@ -76,7 +78,59 @@ int run_plan(const SimArgs& a) {
   return 0;
 }
 
+// The calibration report (sim/calibration.h) for each device (default: the paper's 310P).
+int run_calibration(const SimArgs& a) {
+  const std::vector<std::string> names = a.devices.empty() ? std::vector<std::string>{"ascend-310p"} : a.devices;
+  nlohmann::json j = nlohmann::json::array();
+  for (const std::string& name : names) {
+    plan::Device d;
+    Status st = plan::load_device(name, &d);
+    if (!st.ok()) return fail(st.ToString());
+    std::vector<sim::CalibrationRow> rows;
+    st = sim::calibration_report(d, &rows, true);
+    if (!st.ok()) return fail(st.ToString());
+    std::printf("calibration report: %s (%d cores at %.4f GHz), Qwen3.5-2B linear-attention layers (16 heads, K=V=128)\n",
+                d.name.c_str(), d.cores, d.clock_ghz);
+    std::printf("%-4s %-48s %-62s %-16s %-16s %s\n", "fig", "quantity", "configuration", "figure", "model", "status");
+    nlohmann::json dj = {{"device", d.name}, {"device_file", d.origin}, {"rows", nlohmann::json::array()}};
+    for (const sim::CalibrationRow& r : rows) {
+      auto range = [&](double lo, double hi) {
+        char buf[64];
+        if (lo == hi) std::snprintf(buf, sizeof buf, "%.4g %s", lo, r.unit.c_str());
+        else std::snprintf(buf, sizeof buf, "%.4g-%.4g %s", lo, hi, r.unit.c_str());
+        return std::string(buf);
+      };
+      std::string status = "no figure for this device";
+      if (r.has_figure) {
+        const double ratio = r.model_hi < r.figure_lo ? r.model_hi / r.figure_lo
+                             : r.model_lo > r.figure_hi ? r.model_lo / r.figure_hi
+                                                        : 1.0;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s (model/figure %.2f)", r.within_25_percent() ? "within 25%" : "OUTSIDE 25%",
+                      ratio);
+        status = std::string(r.calibrated ? "calibrated to it; " : "") + buf;
+      }
+      std::printf("%-4s %-48s %-62s %-16s %-16s %s\n", r.figure.c_str(), r.what.c_str(), r.configuration.c_str(),
+                  r.has_figure ? range(r.figure_lo, r.figure_hi).c_str() : "-", range(r.model_lo, r.model_hi).c_str(),
+                  status.c_str());
+      nlohmann::json rj = {{"figure", r.figure}, {"quantity", r.what}, {"configuration", r.configuration},
+                           {"unit", r.unit}, {"model", {r.model_lo, r.model_hi}}, {"calibrated", r.calibrated}};
+      if (r.has_figure) {
+        rj["paper"] = {r.figure_lo, r.figure_hi};
+        rj["within_25_percent"] = r.within_25_percent();
+      }
+      dj["rows"].push_back(rj);
+    }
+    j.push_back(dj);
+  }
+  if (!a.json_path.empty() && !write_file(a.json_path, nlohmann::json({{"calibration", j}}).dump(2) + "\n")) {
+    return fail("cannot write '" + a.json_path + "'");
+  }
+  return 0;
+}
+
 int run(const SimArgs& a) {
+  if (a.calibration) return run_calibration(a);
   if (!a.plan_path.empty()) return run_plan(a);
   std::vector<plan::Device> devices;
   for (const std::string& name : a.devices) {
@@ -211,6 +265,9 @@ Runner add_sim_command(CLI::App& app) {
   app.add_option("--strategies", a->strategies, "Strategies: native, fla, fla-megakernel, flashqla, hanpu (default "
                                                 "all)")
       ->delimiter(',');
+  app.add_flag("--calibration", a->calibration,
+               "Print the calibration report: the model at the HA-NPU paper's profiling configurations (C4-C9) "
+               "beside the figures (default device: ascend-310p; other devices: no figures, the same runs)");
   app.add_flag("--ablation", a->ablation,
                "Run fla, +fusion, +tail-split, +chunk-first, +gemm-first, +layout-plan instead");
   app.add_option("--warmup-chunks", a->warmup_chunks,
@@ -224,7 +281,9 @@ Runner add_sim_command(CLI::App& app) {
                                          "device instead of planning (sweep options are ignored)");
   app.add_option("--plot", a->plot_path, "Write an SVG of latency vs tokens per strategy");
   return [a] {
-    if (a->plan_path.empty() && a->devices.empty()) return fail("--device is required (or --plan FILE)");
+    if (a->plan_path.empty() && a->devices.empty() && !a->calibration) {
+      return fail("--device is required (or --plan FILE, or --calibration)");
+    }
     return run(*a);
   };
 }
