@@ -6,6 +6,7 @@
 
 #include "plan/device.h"
 #include "plan/graph.h"
+#include "plan/layout.h"
 #include "plan/lifetime.h"
 #include "plan/plan.h"
 #include "sim/lower.h"
@@ -35,8 +36,8 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 // On Ascend (fp16 operands, L1 != UB): model-precision inputs stay 2 B; the gate, the state and everything
-// computed are fp32 on chip; the matrix unit's memories hold 2 B copies; a hand-off only matrix operators
-// read back is stored at 2 B, others in fp32. On the host (fp32 operands) everything is 4 B.
+// computed are fp32 on chip; the matrix unit's memories hold 2 B copies. On the host (fp32 operands)
+// everything is 4 B.
 TEST(SimBuffers, PerTensorDtypes) {
   const plan::Device d = device("ascend-310p");
   plan::GraphOptions o;
@@ -56,9 +57,14 @@ TEST(SimBuffers, PerTensorDtypes) {
   EXPECT_EQ(plan::elem_bytes(g, kkt, d, "UB"), 4);
   EXPECT_EQ(plan::elem_bytes(g, out, d, "UB"), 4);
   EXPECT_EQ(plan::elem_bytes(g, out, d, "GM"), 2);
-  // W (FLA's w = A k) is read back by the state pass's GEMM only: stored at the operand size.
-  for (int c : g.consumers(w)) ASSERT_EQ(g.ops[c].engine, plan::Engine::kMatrix);
+  // Hand-offs between FLA's kernels are stored at the model's precision (W, U, h[c] = S), the gate's
+  // cumsum in fp32; the final state S' in fp32.
+  const int u = tensor_of(g, plan::Value::kU), gcum = tensor_of(g, plan::Value::kG);
   EXPECT_EQ(plan::elem_bytes(g, w, d, "GM"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, u, d, "GM"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, s, d, "GM"), 2);
+  EXPECT_EQ(plan::elem_bytes(g, gcum, d, "GM"), 4);
+  EXPECT_EQ(plan::elem_bytes(g, g.state_out, d, "GM"), 4);
   EXPECT_TRUE(plan::needs_cast(g, s, d));
   EXPECT_FALSE(plan::needs_cast(g, q, d));
   const plan::Device host = device("host");
@@ -164,6 +170,42 @@ TEST(SimBuffers, AnOperatorTooLargeForTheBufferRunsInTilesWithSpills) {
   EXPECT_EQ(full.spill_bytes, 0);
   EXPECT_DOUBLE_EQ(fused.gm_bytes - full.gm_bytes, fused.spill_bytes);
   EXPECT_GT(fused.latency_us, full.latency_us);
+}
+
+// Layout conversions happen where the 310P's data movers make them: a matrix result leaving L0C (the vector
+// relay), a global-memory tensor loaded for the Cube (Nd2Nz), the output stored (Nz2Nd) cost nothing; a
+// UB-resident tensor the vector unit made and the Cube reads pays an explicit transform (2 x bytes / rate).
+// Without the movers' flags (310B) each is a transform.
+TEST(SimBuffers, TransformsOnlyWhereNoDataMoverConverts) {
+  const plan::Device p = device("ascend-310p");
+  plan::Device b = p;
+  b.load_converts = b.result_move_converts = b.store_converts = false;
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, plan::GraphOptions{});
+  const plan::DeviceCostModel cp(p), cb(b);
+  using plan::Layout;
+  const int kkt = tensor_of(g, plan::Value::kKKt), k = tensor_of(g, plan::Value::kK);
+  const int out = tensor_of(g, plan::Value::kO), a = tensor_of(g, plan::Value::kA);
+  ASSERT_EQ(g.ops[g.producer(kkt)].engine, plan::Engine::kMatrix);
+  ASSERT_EQ(g.ops[g.producer(a)].engine, plan::Engine::kVector);
+  EXPECT_EQ(cp.transform_cost(g, kkt, Layout::kBlocked, Layout::kDense), 0);
+  EXPECT_EQ(cp.transform_cost(g, k, Layout::kDense, Layout::kBlocked), 0);
+  EXPECT_EQ(cp.transform_cost(g, out, Layout::kBlocked, Layout::kDense), 0);
+  const double bytes = 64.0 * 64 * 4;  // A, fp32 in UB, whole 16 x 16 blocks
+  EXPECT_DOUBLE_EQ(cp.transform_cost(g, a, Layout::kDense, Layout::kBlocked),
+                   p.transform_fixed_cycles + 2 * bytes / p.transform_bytes_per_cycle);
+  for (int t : {kkt, k, out}) {
+    EXPECT_GT(cb.transform_cost(g, t, Layout::kDense, Layout::kBlocked), 0) << g.tensors[t].name;
+    EXPECT_GT(cb.transform_cost(g, t, Layout::kBlocked, Layout::kDense), 0) << g.tensors[t].name;
+  }
+  // Free conversions are not emitted as tasks: hanpu's plan on the 310P has no transform left at all.
+  Workload w;
+  w.heads = p.cores;
+  w.tokens = 128;
+  SimRecord r;
+  std::string trace;
+  ASSERT_TRUE(simulate_strategy("hanpu", p, w, &r, &trace).ok());
+  EXPECT_EQ(count(trace, "\"transform "), 0u);
+  EXPECT_EQ(r.transform_share, 0);
 }
 
 }  // namespace

@@ -104,10 +104,11 @@ TEST(SimLowering, FlaMovesTheBytesItsKernelsImply) {
     std::set<int> kernels;
     for (int c : g.consumers(t)) kernels.insert(g.ops[c].kernel);
     if (role == plan::Role::kInput) per_chunk += static_cast<double>(plan::tensor_bytes(g, t, d) * kernels.size());
-    if (role == plan::Role::kOutput || role == plan::Role::kStateOut) {
-      per_chunk += static_cast<double>(plan::tensor_bytes(g, t, d));
-    }
-    if (role == plan::Role::kStateIn) per_chunk += static_cast<double>(plan::tensor_bytes(g, t, d));  // read by #6
+    if (role == plan::Role::kOutput) per_chunk += static_cast<double>(plan::tensor_bytes(g, t, d));
+    // S' leaves #5 as the next chunk's h[c], stored at S's size (the model's precision, as FLA stores h),
+    // and #6 reads h[c] back.
+    if (role == plan::Role::kStateOut) per_chunk += static_cast<double>(plan::tensor_bytes(g, g.state_in, d));
+    if (role == plan::Role::kStateIn) per_chunk += static_cast<double>(plan::tensor_bytes(g, t, d));
   }
   Workload w;
   w.heads = 12;

@@ -204,6 +204,11 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.transform_bytes_per_cycle = lx.sourced_number("transform_bytes_per_cycle");
   d.transform_fixed_cycles = lx.sourced_number("transform_fixed_cycles", false);
   if (r.ok() && d.transform_fixed_cycles < 0) r.fail("layout.transform_fixed_cycles.value", "expected >= 0");
+  for (const auto& [key, dst] : {std::pair<const char*, bool*>{"load_converts", &d.load_converts},
+                                 {"result_move_converts", &d.result_move_converts},
+                                 {"store_converts", &d.store_converts}}) {
+    if (r.ok() && lx.raw().contains(key)) *dst = lx.sourced_flag(key);
+  }
   if (r.ok() && j.contains("buffers")) {
     const JsonReader bx = r.child("buffers");
     d.load_slots = static_cast<int>(bx.sourced_integer("load_slots", 1, 4));

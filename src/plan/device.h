@@ -64,6 +64,11 @@ struct Device {
   double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
   int64_t block_rows = 16, block_cols = 16;
   double transform_bytes_per_cycle = 1, transform_fixed_cycles = 0;
+  // Data movers that convert between dense and blocked while they move (optional flags in "layout"): a
+  // global-memory load into the matrix unit's memory (Ascend's Nd2Nz DataCopy), the move of a matrix
+  // result out of its result memory (310P's vector relay), a store to global memory (Nz2Nd). Where one
+  // converts, the conversion costs nothing beyond the move; elsewhere it is an explicit transform.
+  bool load_converts = false, result_move_converts = false, store_converts = false;
   // Buffers beside the tensors (optional section "buffers"): slots per tensor loaded from global memory
   // (2: ping-pong, the next chunk's loads land while this one computes) and bytes of the vector memory the
   // data movers reserve (e.g. Ascend's Nd2Nz staging).

@@ -83,6 +83,16 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
 double DeviceCostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {
   if (from == to) return 0;
   const TensorNode& x = g.tensors[t];
+  // Conversions the data movers make on the way (Device::load_converts etc.): a matrix result leaving the
+  // result memory; a tensor the matrix unit gets from global memory (a graph input, or a hand-off another
+  // kernel materialised); the output on its way to global memory.
+  const int prod = g.producer(t);
+  const bool matrix_result = prod >= 0 && g.ops[prod].engine == Engine::kMatrix;
+  bool from_global = x.role == Role::kInput;
+  for (int c : g.consumers(t)) from_global = from_global || (prod >= 0 && g.ops[c].kernel != g.ops[prod].kernel);
+  if (d_.result_move_converts && matrix_result && from == Layout::kBlocked) return 0;
+  if (d_.load_converts && from_global && to == Layout::kBlocked) return 0;
+  if (d_.store_converts && x.role == Role::kOutput && to == Layout::kDense) return 0;
   const double bytes = static_cast<double>(padded(x.rows, d_.block_rows) * padded(x.cols, d_.block_cols)) *
                        elem_bytes(g, t, d_, d_.vector_mem);
   return d_.transform_fixed_cycles + 2 * bytes / d_.transform_bytes_per_cycle;  // read + write

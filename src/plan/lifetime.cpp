@@ -13,18 +13,24 @@ int elem_bytes(const Graph& g, int t, const Device& d, const std::string& memory
   if (matrix_only && !shared) return op;
   const Memory* m = d.memory(memory);
   const bool on_chip = m != nullptr && m->on_chip;
+  const bool gate = x.value == Value::kGate || x.value == Value::kG || x.value == Value::kEG ||
+                    x.value == Value::kEGl || x.value == Value::kEGlast;
   switch (x.role) {
     case Role::kStateIn:
+      // Off chip, the state a later kernel reads per chunk (FLA's h[c]) is stored at the model's precision.
+      if (!on_chip && g.state_out >= 0 && g.producer(g.state_out) >= 0) {
+        const int update_kernel = g.ops[g.producer(g.state_out)].kernel;
+        for (int c : g.consumers(t)) {
+          if (g.ops[c].kernel != update_kernel) return op;
+        }
+      }
+      return 4;
     case Role::kStateOut: return 4;
-    case Role::kInput: return x.value == Value::kGate ? 4 : op;
+    case Role::kInput: return gate ? 4 : op;
     case Role::kOutput: return on_chip ? 4 : op;
     default: break;
   }
-  if (on_chip) return 4;
-  for (int c : g.consumers(t)) {
-    if (g.ops[c].engine != Engine::kMatrix) return 4;
-  }
-  return op;
+  return on_chip || gate ? 4 : op;
 }
 
 int64_t tensor_bytes(const Graph& g, int t, const Device& d, const std::string& memory) {

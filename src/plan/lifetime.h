@@ -56,8 +56,9 @@ struct LifetimeReport {
 // result memory. The matrix unit reads operand-size copies: in a memory only it reads (Ascend's L1, L0A,
 // L0B) every tensor is at the operand size; an fp32 tensor gets there by an explicit cast (the lowering's
 // "cast" task, sim/chunk_lowering.cpp). Where one memory serves both units (Hexagon's VTCM, the host's
-// cache) a tensor is counted at its working size. Global memory holds a materialised intermediate at the
-// operand size when only the matrix unit reads it back, else in fp32.
+// cache) a tensor is counted at its working size. Global memory holds what one kernel hands another at the
+// model's precision, the gate's cumsum and decay factors in fp32 (FLA's stored dtypes: T, W, U, the
+// per-chunk states h[c] and V' in k.dtype / v.dtype, the gate cumsum fp32); the final state is fp32.
 int elem_bytes(const Graph& g, int t, const Device& d, const std::string& memory);
 int64_t tensor_bytes(const Graph& g, int t, const Device& d, const std::string& memory);
 // The size stored in global memory (the device's materialised memory): loads, stores, traffic.

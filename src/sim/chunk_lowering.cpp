@@ -99,7 +99,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       in_bytes += static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols * d_.operand_bytes);
     }
     for (const plan::Transform& tr : pl_.layouts.transforms) {
-      if (tr.before_op != i) continue;
+      if (tr.before_op != i || tr.cost <= 0) continue;  // free: a data mover converts on the way
       deps.push_back(em.compute(core, Queue::kVector, tr.cost, deps, "transform " + g_.tensors[tr.tensor].name));
     }
     const double cycles = cm_.op_cost(g_, i, pl_.layouts.op_layout[i]);
@@ -120,7 +120,9 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       have[t] = last;
       operand.erase(t);  // written (the state in place): an earlier operand copy is stale
       if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
-        em.move(core, Queue::kStore, static_cast<double>(bytes(t)), {last}, g_.tensors[t].name);
+        // S' handed to another kernel is the next chunk's h[c], stored as S is (plan/lifetime.h).
+        const int stored_as = t == g_.state_out ? g_.state_in : t;
+        em.move(core, Queue::kStore, static_cast<double>(bytes(stored_as)), {last}, g_.tensors[t].name);
       }
     }
     spill_stores(i);
@@ -128,7 +130,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
   }
   spill_reloads(n);
   for (const plan::Transform& tr : pl_.layouts.transforms) {
-    if (tr.before_op < 0 && have.count(tr.tensor)) {
+    if (tr.before_op < 0 && tr.cost > 0 && have.count(tr.tensor)) {
       have[tr.tensor] =
           em.compute(core, Queue::kVector, tr.cost, {have[tr.tensor]}, "transform " + g_.tensors[tr.tensor].name);
     }
