@@ -9,6 +9,7 @@
 #include "plan/layout.h"
 #include "plan/lifetime.h"
 #include "plan/plan.h"
+#include "sim/chunk_lowering.h"
 #include "sim/lower.h"
 #include "sim/spill.h"
 
@@ -206,6 +207,53 @@ TEST(SimBuffers, TransformsOnlyWhereNoDataMoverConverts) {
   ASSERT_TRUE(simulate_strategy("hanpu", p, w, &r, &trace).ok());
   EXPECT_EQ(count(trace, "\"transform "), 0u);
   EXPECT_EQ(r.transform_share, 0);
+}
+
+// L0 residency in GEMM-first order on the 310P (fp16 operands, L0A = L0B = 64 KiB): K S loads Ke and S,
+// then Q S finds S still in L0B and loads only Qs; K K^T then Q K^T share K^T the same way. Written tensors
+// are forgotten, and with buffers too small for either operand the right one streams once per left tile.
+TEST(SimBuffers, AResidentOperandIsNotReloaded) {
+  const plan::Device d = device("ascend-310p");
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, plan::GraphOptions{});
+  auto op = [&](plan::OpCode c) -> const plan::OpNode& {
+    for (const plan::OpNode& o : g.ops) {
+      if (o.code == c) return o;
+    }
+    ADD_FAILURE() << plan::op_code_name(c);
+    return g.ops[0];
+  };
+  const double rows = 64.0 * 128 * 2, state = 128.0 * 128 * 2;  // a chunk's 64 x 128 operand, S, in fp16
+  L0Residency l0;
+  EXPECT_DOUBLE_EQ(l0.load_bytes(g, d, op(plan::OpCode::kKS)), rows + state);
+  EXPECT_DOUBLE_EQ(l0.load_bytes(g, d, op(plan::OpCode::kQS)), rows);  // S stays in L0B
+  EXPECT_DOUBLE_EQ(l0.load_bytes(g, d, op(plan::OpCode::kKKt)), 2 * rows);
+  EXPECT_DOUBLE_EQ(l0.load_bytes(g, d, op(plan::OpCode::kQKt)), rows);  // K^T stays in L0B
+  l0.forget(op(plan::OpCode::kQKt).inputs[1]);
+  EXPECT_DOUBLE_EQ(l0.load_bytes(g, d, op(plan::OpCode::kQKt)), rows);  // Q stayed in L0A; K^T comes again
+  // No operand buffers described (hexagon): every operand every time.
+  L0Residency none;
+  const plan::Device h = device("hexagon-v75");
+  EXPECT_DOUBLE_EQ(none.load_bytes(g, h, op(plan::OpCode::kKS)), rows + state);
+  EXPECT_DOUBLE_EQ(none.load_bytes(g, h, op(plan::OpCode::kQS)), rows + state);
+  // 8 KiB buffers: K S's Ke (16 KiB) in two tiles, S (32 KiB) streamed for each: S twice.
+  plan::Device small = d;
+  for (plan::Memory& m : small.memories) {
+    if (m.name == "L0A" || m.name == "L0B") m.bytes = 8192;
+  }
+  L0Residency tiles;
+  EXPECT_DOUBLE_EQ(tiles.load_bytes(g, small, op(plan::OpCode::kKS)), rows + 2 * state);
+  // Simulated: the GEMM-first chunk moves less L1 -> L0 than its operands' sizes add up to.
+  Workload w;
+  w.heads = d.cores;
+  w.tokens = 64;
+  SimRecord r;
+  ASSERT_TRUE(simulate_strategy("hanpu", d, w, &r).ok());
+  double all = 0;
+  for (const plan::OpNode& o : g.ops) {
+    if (o.engine != plan::Engine::kMatrix) continue;
+    for (int t : o.inputs) all += static_cast<double>(g.tensors[t].rows * g.tensors[t].cols * 2);
+  }
+  EXPECT_LT(r.l1_to_l0_bytes, static_cast<double>(d.cores) * all);
 }
 
 }  // namespace

@@ -1,11 +1,30 @@
 #include "sim/chunk_lowering.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace hanpu::sim {
 
 using Queue = ChunkSink::Queue;
+
+double L0Residency::load_bytes(const plan::Graph& g, const plan::Device& d, const plan::OpNode& o) {
+  auto size = [&](int t) { return static_cast<double>(g.tensors[t].rows * g.tensors[t].cols * d.operand_bytes); };
+  const plan::Memory* ma = d.memory(d.matrix_left_mem);
+  const plan::Memory* mb = d.memory(d.matrix_right_mem);
+  const double a = size(o.inputs[0]), b = o.inputs.size() > 1 ? size(o.inputs[1]) : 0;
+  if (ma == nullptr || mb == nullptr) return a + b;  // no operand buffers described: every operand loaded
+  const double cap_a = static_cast<double>(ma->bytes), cap_b = static_cast<double>(mb->bytes);
+  const Slot want_a{o.inputs[0], o.trans_a};
+  const Slot want_b{o.inputs.size() > 1 ? o.inputs[1] : -1, o.trans_b};
+  double bytes = (left == want_a ? 0 : a) + (right == want_b || want_b.tensor < 0 ? 0 : b);
+  // Neither operand fits its buffer: the right one streams through again for every further left tile.
+  if (a > cap_a && b > cap_b) bytes += b * (std::ceil(a / cap_a) - 1);
+  // What stays: an operand within half its buffer (the other half takes the next load: L0 ping-pong).
+  left = a <= cap_a / 2 ? want_a : Slot{};
+  right = want_b.tensor >= 0 && b <= cap_b / 2 ? want_b : Slot{};
+  return bytes;
+}
 
 int ChunkLowering::to_operand_memory(ChunkSink& em, int core, int t, int ready, bool loaded, int gate) const {
   const int op = d_.operand_bytes;
@@ -47,6 +66,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     return have[t] = em.move(core, Queue::kLoad, static_cast<double>(bytes(t)), gated({}), g_.tensors[t].name);
   };
   std::map<int, int> operand;  // tensor -> the task that put it in the matrix unit's operand memory
+  L0Residency l0;
   // Spill moves: stores after step s, reloads before step s (s = -1: chunk start, n: chunk end).
   std::map<int, int> stored;  // tensor -> its spill store
   auto spill_stores = [&](int step) {
@@ -87,7 +107,6 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     const int begin = em.next_id();
     spill_reloads(i);
     std::vector<int> deps = gated({});
-    double in_bytes = 0;
     const bool matrix = o.engine == plan::Engine::kMatrix;
     for (int t : o.inputs) {
       int p = dep(t);
@@ -96,7 +115,6 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
         p = operand[t];
       }
       if (p >= 0) deps.push_back(p);
-      in_bytes += static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols * d_.operand_bytes);
     }
     for (const plan::Transform& tr : pl_.layouts.transforms) {
       if (tr.before_op != i || tr.cost <= 0) continue;  // free: a data mover converts on the way
@@ -105,6 +123,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     const double cycles = cm_.op_cost(g_, i, pl_.layouts.op_layout[i]);
     int last;
     if (o.engine == plan::Engine::kMatrix) {
+      const double in_bytes = l0.load_bytes(g_, d_, o);
       const int ld = em.move(core, Queue::kMatrixLoad, in_bytes, deps, "operands " + o.name);
       em.counts.l1_to_l0 += in_bytes;
       em.counts.macs += o.macs();
@@ -119,6 +138,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     for (int t : o.outputs) {
       have[t] = last;
       operand.erase(t);  // written (the state in place): an earlier operand copy is stale
+      l0.forget(t);
       if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
         // S' handed to another kernel is the next chunk's h[c], stored as S is (plan/lifetime.h).
         const int stored_as = t == g_.state_out ? g_.state_in : t;

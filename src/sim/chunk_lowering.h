@@ -51,6 +51,28 @@ class ChunkSink {
   } counts;
 };
 
+// What the matrix unit's operand buffers (L0A / L0B) hold between its operations within a chunk: the last
+// left and right operand (tensor and orientation), kept when it fits in half its buffer (the other half
+// takes the next load, L0 ping-pong). An operation whose operand is still there does not load it again
+// (GEMM-first's K S then Q S share S; K K^T then Q K^T share K^T); where neither operand fits its buffer,
+// the right one is streamed again for every further tile of the left. Devices that name no operand
+// buffers load every operand every time.
+struct L0Residency {
+  struct Slot {
+    int tensor = -1;
+    bool trans = false;
+    bool operator==(const Slot&) const = default;
+  };
+  Slot left, right;
+  // L1 -> L0 bytes of matrix operation `o` given what is resident; updates the residency.
+  double load_bytes(const plan::Graph& g, const plan::Device& d, const plan::OpNode& o);
+  // Tensor t was written: a copy in the buffers is stale.
+  void forget(int t) {
+    if (left.tensor == t) left = {};
+    if (right.tensor == t) right = {};
+  }
+};
+
 // One plan's chunk on the device: emits the tasks of one chunk of one head (or head slice) on a core.
 class ChunkLowering {
  public:
