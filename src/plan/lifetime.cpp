@@ -52,6 +52,11 @@ bool state_updated_in_place(const Graph& g) {
 std::vector<Residency> residencies(const Graph& g, const Device& d) {
   const int n = static_cast<int>(g.ops.size());
   std::vector<Residency> out;
+  std::map<int, std::pair<int, int>> kernel_steps;  // kernel -> its first and last step
+  for (int i = 0; i < n; ++i) {
+    auto [it, fresh] = kernel_steps.try_emplace(g.ops[i].kernel, i, i);
+    if (!fresh) it->second.second = i;
+  }
   auto add = [&](int t, const std::string& mem, int kernel, int from, int to, std::vector<int> uses) {
     const Memory* m = d.memory(mem);
     if (m == nullptr || !m->on_chip || from > to) return;
@@ -62,8 +67,12 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
     const int prod = g.producer(t);
     const bool loaded = g.tensors[t].role == Role::kInput || (prod >= 0 && g.ops[prod].kernel != kernel);
     const bool landing = mem == d.vector_mem || mem == d.matrix_operand_mem;
-    const int64_t slots = loaded && landing ? d.load_slots : 1;
-    out.push_back({t, mem, kernel, from, to, tensor_bytes(g, t, d, mem) * slots, std::move(uses)});
+    const int64_t bytes = tensor_bytes(g, t, d, mem);
+    out.push_back({t, mem, kernel, from, to, bytes, std::move(uses)});
+    if (loaded && landing && d.load_slots > 1) {
+      const auto [first, last] = kernel_steps[kernel];
+      out.push_back({t, mem, kernel, first, last, bytes * (d.load_slots - 1), {}, true});
+    }
   };
   const std::vector<int> sreaders = g.consumers(g.state_in);
   const int s_last_read = sreaders.empty() ? -1 : sreaders.back();

@@ -14,8 +14,9 @@
 //   written over S in place: one buffer, not two.
 // - a tensor whose producer and a consumer are different kernels is materialised in global memory
 //   (written once, read back by each consuming kernel) and counted as traffic, not as on-chip bytes.
-// Element sizes: per tensor and memory (elem_bytes below). Inputs loaded from global memory occupy
-// `Device::load_slots` buffers (ping-pong: the next chunk's loads land while this chunk computes), and
+// Element sizes: per tensor and memory (elem_bytes below). What a kernel loads from global memory occupies
+// `Device::load_slots` buffers (ping-pong): this chunk's copy from its first to its last use, and the
+// next chunks' copies over all of the kernel's steps (they land while this chunk computes).
 // `Device::vector_scratch_bytes` of the vector memory are reserved for the data movers (peaks include it).
 #pragma once
 
@@ -40,6 +41,9 @@ struct Residency {
   int from = 0, to = 0;
   int64_t bytes = 0;
   std::vector<int> uses;
+  // A load slot held for the next chunk's copy of a loaded tensor (ping-pong): over all of the kernel's
+  // steps, never used by this chunk (so never spilled).
+  bool prefetch = false;
 };
 
 struct LifetimeReport {

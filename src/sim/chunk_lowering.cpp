@@ -54,16 +54,34 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
                           bool store_handoffs) const {
   const int n = static_cast<int>(g_.ops.size());
   auto in_mask = [&](int kernel) { return (mask >> kernel) & 1u; };
-  auto gated = [&](std::vector<int> deps) {
-    if (gate >= 0) deps.push_back(gate);
+  auto after = [](int a, int b) {
+    std::vector<int> deps;
+    if (a >= 0) deps.push_back(a);
+    if (b >= 0) deps.push_back(b);
     return deps;
   };
   std::set<int> loaded;  // tensors this chunk brought from global memory (loads, spill reloads)
+  const int chunk_begin = em.next_id();
+  const int slot = em.chunk_end_before(core, d_.load_slots);
+  const plan::Memory* vm = d_.memory(d_.vector_mem);
+  const auto peak = spills_.peak_bytes.find(d_.vector_mem);
+  const bool overlap_fits = vm == nullptr || peak == spills_.peak_bytes.end() || 2 * peak->second <= vm->bytes;
+  const int previous = overlap_fits ? -1 : em.chunk_end_before(core, 1);
+  // Work (loads aside) waits for the launch or barrier and, without room for two chunks, the previous chunk.
+  auto gated = [&](std::vector<int> deps) {
+    if (gate >= 0) deps.push_back(gate);
+    if (previous >= 0) deps.push_back(previous);
+    return deps;
+  };
+  int step = -1;
+  std::map<std::pair<int, int>, int> made;  // (tensor, step) -> the task that made it available at that step
+  if (have.count(g_.state_in) && have[g_.state_in] >= 0) made[{g_.state_in, 0}] = have[g_.state_in];
   auto dep = [&](int t) -> int {
     auto it = have.find(t);
     if (it != have.end()) return it->second;
     loaded.insert(t);
-    return have[t] = em.move(core, Queue::kLoad, static_cast<double>(bytes(t)), gated({}), g_.tensors[t].name);
+    have[t] = em.move(core, Queue::kLoad, static_cast<double>(bytes(t)), after(gate, slot), g_.tensors[t].name);
+    return made[{t, step}] = have[t];
   };
   std::map<int, int> operand;  // tensor -> the task that put it in the matrix unit's operand memory
   L0Residency l0;
@@ -93,6 +111,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       }
       have[m.tensor] =
           em.move(core, Queue::kLoad, static_cast<double>(m.bytes), gated(deps), "reload " + g_.tensors[m.tensor].name);
+      made[{m.tensor, step}] = have[m.tensor];
       // A reload into the operand memory puts it there; one into the vector memory needs forwarding again.
       if (m.memory == d_.matrix_operand_mem && m.memory != d_.vector_mem) operand[m.tensor] = have[m.tensor];
       else operand.erase(m.tensor);
@@ -100,11 +119,13 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     }
   };
   std::vector<std::pair<int, int>> range(n, {-1, -1});  // task ids emitted for each step
+  std::vector<int> work_first(n, -1), l0_first(n, -1);   // each step's first task past its loads; its L1 -> L0 move
   spill_stores(-1);
   for (int i = 0; i < n; ++i) {
     const plan::OpNode& o = g_.ops[i];
     if (!in_mask(o.kernel)) continue;
     const int begin = em.next_id();
+    step = i;
     spill_reloads(i);
     std::vector<int> deps = gated({});
     const bool matrix = o.engine == plan::Engine::kMatrix;
@@ -116,6 +137,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
       }
       if (p >= 0) deps.push_back(p);
     }
+    work_first[i] = em.next_id();
     for (const plan::Transform& tr : pl_.layouts.transforms) {
       if (tr.before_op != i || tr.cost <= 0) continue;  // free: a data mover converts on the way
       deps.push_back(em.compute(core, Queue::kVector, tr.cost, deps, "transform " + g_.tensors[tr.tensor].name));
@@ -125,6 +147,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     if (o.engine == plan::Engine::kMatrix) {
       const double in_bytes = l0.load_bytes(g_, d_, o);
       const int ld = em.move(core, Queue::kMatrixLoad, in_bytes, deps, "operands " + o.name);
+      l0_first[i] = ld;
       em.counts.l1_to_l0 += in_bytes;
       em.counts.macs += o.macs();
       em.counts.executed_macs += o.executed_macs(d_.block_rows, d_.block_cols);
@@ -137,6 +160,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     }
     for (int t : o.outputs) {
       have[t] = last;
+      made[{t, i}] = last;
       operand.erase(t);  // written (the state in place): an earlier operand copy is stale
       l0.forget(t);
       if (t == out_t_ || (store_handoffs && read_outside(t, mask))) {
@@ -155,22 +179,43 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
           em.compute(core, Queue::kVector, tr.cost, {have[tr.tensor]}, "transform " + g_.tensors[tr.tensor].name);
     }
   }
-  // Occupancy: each presence from the first task of its first step to the last task of its last one.
+  // Occupancy: each presence from the task that made the tensor available at its first step (its load,
+  // reload or producing task; else that step's first task past its loads) to the last task of its last
+  // step; in the matrix unit's per-step buffers from the step's L1 -> L0 move. The slots held for later
+  // chunks' loads are those chunks' own presences. The state is one buffer carried from chunk to chunk:
+  // S' is counted as the next chunk's S (from its production, or, updated in place, from that chunk's work).
+  const bool in_place = plan::state_updated_in_place(g_);
   for (const plan::Residency& p : spills_.presence) {
-    if (!in_mask(p.kernel)) continue;
+    if (!in_mask(p.kernel) || p.prefetch) continue;
+    if (p.tensor == g_.state_out && p.memory == d_.state_mem) continue;
+    const bool per_step =
+        p.memory == d_.matrix_left_mem || p.memory == d_.matrix_right_mem || p.memory == d_.matrix_result_mem;
     int first = -1, last = -1;
     for (int s = std::max(0, p.from); s <= std::min(n - 1, p.to); ++s) {
       if (range[s].first < 0) continue;
-      if (first < 0) first = range[s].first;
+      if (first < 0) first = per_step && l0_first[s] >= 0 ? l0_first[s] : work_first[s];
       last = range[s].second;
     }
-    if (first >= 0) em.occupy(core, p.memory, p.bytes, first, last);
+    const auto m = made.find({p.tensor, p.from});
+    const bool carried_in_place = p.tensor == g_.state_in && in_place;
+    if (!per_step && !carried_in_place && m != made.end() && m->second >= 0) first = m->second;
+    if (first >= 0 && first <= last) em.occupy(core, p.memory, p.bytes, first, last);
   }
+  if (em.next_id() > chunk_begin) em.chunk_end(core, em.next_id() - 1);
 }
 
 Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out) {
   SpillPlan sp;
   HANPU_RETURN_IF_ERROR(plan_spills(pl.graph, d, &sp));
+  if (!sp.moves.empty() && d.load_slots > 1) {
+    plan::Device single = d;
+    single.load_slots = 1;
+    SpillPlan one;
+    if (plan_spills(pl.graph, single, &one).ok() && one.moves.empty()) {
+      *out = std::make_unique<ChunkLowering>(pl, single, std::move(one));
+      return Status::Ok();
+    }
+  }
   *out = std::make_unique<ChunkLowering>(pl, d, std::move(sp));
   return Status::Ok();
 }

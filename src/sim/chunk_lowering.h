@@ -9,8 +9,14 @@
 // operand size on the vector unit ("cast", reading fp32 at the vector rate), and where the matrix unit's
 // operand memory is not the vector memory (Ascend L1 vs UB) anything made or cast on chip is moved across
 // ("forward", at the UB -> L1 rate on the queue that reads UB); operands loaded from global memory at the
-// operand size land in the operand memory directly. Each tensor is cast and forwarded once per chunk. Where the work lands is the sink's
-// business: the model's per-core engine queues, or a fusion task's stages.
+// operand size land in the operand memory directly. Each tensor is cast and forwarded once per chunk.
+// Where the work lands is the sink's business: the model's per-core engine queues, or a fusion task's
+// stages.
+//
+// Back-pressure between the chunks on a core: a chunk's loads land in one of the device's load slots
+// (Device::load_slots), so they wait for the end of the chunk that many chunks earlier; and when two
+// chunks' working sets do not fit the vector memory together (twice the planned peak above its capacity),
+// a chunk's work waits for the previous chunk's end (its loads still run ahead into their slots).
 #pragma once
 
 #include <map>
@@ -38,6 +44,13 @@ class ChunkSink {
   virtual int compute(int core, Queue q, double cycles, std::vector<int> deps, std::string label) = 0;
   // A move of `bytes`: kLoad / kStore to or from global memory, kMatrixLoad / kMatrixOut / kForward on chip.
   virtual int move(int core, Queue q, double bytes, std::vector<int> deps, std::string label) = 0;
+  // Back-pressure: the last task of the chunk lowered `back` chunks before the next one on `core` (-1: none
+  // that far back, or a sink that does not track chunks), and the end of a chunk.
+  virtual int chunk_end_before(int core, int back) {
+    (void)core, (void)back;
+    return -1;
+  }
+  virtual void chunk_end(int core, int last) { (void)core, (void)last; }
   // A tensor's presence in an on-chip memory of `core` from the start of task `first` to the end of `last`.
   virtual void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) {
     (void)core, (void)memory, (void)bytes, (void)first, (void)last;
@@ -77,7 +90,7 @@ struct L0Residency {
 class ChunkLowering {
  public:
   ChunkLowering(const plan::Plan& pl, const plan::Device& d, SpillPlan spills)
-      : pl_(pl), g_(pl.graph), d_(d), cm_(d), spills_(std::move(spills)) {
+      : pl_(pl), g_(pl.graph), d_(d), cm_(d_), spills_(std::move(spills)) {
     for (int t = 0; t < static_cast<int>(g_.tensors.size()); ++t) {
       if (g_.tensors[t].role == plan::Role::kOutput) out_t_ = t;
     }
@@ -133,13 +146,15 @@ class ChunkLowering {
 
   const plan::Plan& pl_;
   const plan::Graph& g_;
-  const plan::Device& d_;
+  plan::Device d_;  // the device as lowered for (its load slots as make_lowering chose them)
   plan::DeviceCostModel cm_;
   SpillPlan spills_;
   int out_t_ = -1;
 };
 
-// The lowering of `pl`'s chunk with the spills its buffers need on `d`.
+// The lowering of `pl`'s chunk with the spills its buffers need on `d`. Loads are double-buffered
+// (Device::load_slots) where that fits: when the plan spills with the device's slots and fits its buffers
+// with one, it is lowered single-buffered (a kernel writer's choice: no prefetch rather than spills).
 Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out);
 
 }  // namespace hanpu::sim

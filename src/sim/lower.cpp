@@ -62,6 +62,12 @@ class Emitter : public ChunkSink {
     }
   }
 
+  int chunk_end_before(int core, int back) override {
+    const std::vector<int>& ends = chunk_ends_[core];
+    return back >= 1 && static_cast<int>(ends.size()) >= back ? ends[ends.size() - back] : -1;
+  }
+  void chunk_end(int core, int last) override { chunk_ends_[core].push_back(last); }
+
   void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) override {
     const int m = static_cast<int>(std::find(memories.begin(), memories.end(), memory) - memories.begin());
     occupancy.push_back({core, m, bytes, first, last});
@@ -114,6 +120,7 @@ class Emitter : public ChunkSink {
 
   const plan::Device& d_;
   Engines e_;
+  std::map<int, std::vector<int>> chunk_ends_;  // per core, the last task of each chunk lowered there
 };
 
 // Each (head, chunk) becomes tens of tasks held in memory: bound the program (64 heads x 65,536 tokens is
