@@ -428,6 +428,67 @@ TEST(PlanJson, MalformedPlansNameTheField) {
 
 // Derived fields are recomputed on load; a plan whose stored values disagree (edited by hand, or written by
 // an older planner) is refused, naming the field.
+// The baselines run their projects' own kernels: FLA's five (cumsum | kkt + solve | wy | fwd_h | fwd_o,
+// the first three one phase of three launches), FlashQLA's cumsum | kkt + solve, then W, U, the state and
+// the output fused by segment, so W and U never reach memory there. A phase's launches must split its
+// kernels exactly.
+TEST(PlanStrategy, BaselinesRunTheirProjectsKernels) {
+  auto kernel_of = [](const Graph& g, Value v) {
+    for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+      if (g.tensors[t].value == v) return g.ops[g.producer(t)].kernel;
+    }
+    return -1;
+  };
+  auto handed_off = [](const Graph& g, Value v) {
+    for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
+      if (g.tensors[t].value != v) continue;
+      const int p = g.producer(t);
+      for (int c : g.consumers(t)) {
+        if (p < 0 || g.ops[c].kernel != g.ops[p].kernel) return true;
+      }
+    }
+    return false;
+  };
+  const Plan fla = execution_plan("ascend-310p", Kind::kGdn, "fla");
+  EXPECT_EQ(kernel_of(fla.graph, Value::kG), 0);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kT), 1);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kKKt), 1);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kW), 2);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kU), 2);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kSnew), 3);
+  EXPECT_EQ(kernel_of(fla.graph, Value::kO), 4);
+  for (Value v : {Value::kG, Value::kT, Value::kW, Value::kU, Value::kVn, Value::kS}) {
+    EXPECT_TRUE(handed_off(fla.graph, v)) << value_name(v);
+  }
+  EXPECT_FALSE(handed_off(fla.graph, Value::kA));  // kkt and the solve are one kernel
+  ASSERT_EQ(fla.mapping.phases.size(), 3u);
+  EXPECT_EQ(fla.mapping.phases[0].launches, (std::vector<unsigned>{1, 2, 4}));
+  EXPECT_EQ(fla.mapping.phases[1].kernels, 8u);
+  EXPECT_EQ(fla.mapping.phases[2].kernels, 16u);
+  const Plan qla = execution_plan("ascend-310p", Kind::kGdn, "flashqla");
+  EXPECT_EQ(kernel_of(qla.graph, Value::kW), 2);
+  EXPECT_EQ(kernel_of(qla.graph, Value::kSnew), 2);
+  EXPECT_EQ(kernel_of(qla.graph, Value::kO), 3);
+  EXPECT_TRUE(handed_off(qla.graph, Value::kT));
+  EXPECT_EQ(qla.mapping.phases[0].launches, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(qla.mapping.phases.back().kernels, 4u | 8u);  // the segment pass: one launch of both
+  EXPECT_TRUE(qla.mapping.phases.back().launches.empty());
+  // W and U go straight from their GEMMs to the state update inside that launch.
+  for (Value v : {Value::kW, Value::kU}) {
+    for (int t = 0; t < static_cast<int>(qla.graph.tensors.size()); ++t) {
+      if (qla.graph.tensors[t].value != v) continue;
+      for (int c : qla.graph.consumers(t)) EXPECT_TRUE((qla.mapping.phases.back().kernels >> qla.graph.ops[c].kernel) & 1u);
+    }
+  }
+  const nlohmann::json good = plan_to_json(fla);
+  EXPECT_NE(load_error(good, [](nlohmann::json& j) { j["mapping"]["phases"][0]["launches"] = {1, 1}; })
+                .find("launches: expected disjoint"),
+            std::string::npos);
+  EXPECT_NE(load_error(good, [](nlohmann::json& j) { j["mapping"]["phases"][0]["launches"] = {1, 2}; })
+                .find("launches"),
+            std::string::npos);  // kernel 2 left out
+}
+
 TEST(PlanJson, StaleDerivedFieldsAreRefused) {
   const nlohmann::json good = plan_to_json(execution_plan("ascend-310p", Kind::kGdn, "hanpu"));
   auto error_of = [&](auto mutate) { return load_error(good, mutate); };

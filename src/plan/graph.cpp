@@ -1,6 +1,7 @@
 #include "plan/graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace hanpu::plan {
@@ -291,9 +292,26 @@ class Builder {
       finish_output();
       if (opt.chunk_first) update();
     }
-    if (opt.kernels == KernelSplit::kFla) {
-      // FLA's launches: #1-#4 (and the score GEMMs), #5 (state), #6 (output).
-      for (OpNode& o : g_.ops) o.kernel = o.step <= 4 ? 0 : o.step == 5 ? 1 : 2;
+    if (opt.kernels == KernelSplit::kFla || opt.kernels == KernelSplit::kFlashQla) {
+      // FLA's kernels (fla/ops/gated_delta_rule/chunk.py): chunk_local_cumsum (G), chunk_scaled_dot_kkt +
+      // solve_tril (A, T), recompute_w_u (W, U), chunk_gated_delta_rule_fwd_h (#5), chunk_fwd_o (#6);
+      // FlashQLA's keeps the cumsum and kkt + solve kernels and fuses the rest by segment, its warm-ups
+      // running W, U and the state only (#4, #5 | #6). The decay factors and KDA's scaled operands of #1 are
+      // computed where they are first read, as those kernels recompute them from G.
+      const bool fla = opt.kernels == KernelSplit::kFla;
+      auto by_step = [&](int step) {
+        if (step <= 3) return 1;
+        if (step == 4) return 2;
+        if (step == 5) return fla ? 3 : 2;
+        return fla ? 4 : 3;
+      };
+      for (OpNode& o : g_.ops) o.kernel = o.code == OpCode::kCumsum ? 0 : by_step(o.step);
+      for (OpNode& o : g_.ops) {
+        if (o.step != 1 || o.code == OpCode::kCumsum) continue;
+        int first = std::numeric_limits<int>::max();
+        for (int c : g_.consumers(o.outputs[0])) first = std::min(first, g_.ops[c].kernel);
+        if (first != std::numeric_limits<int>::max()) o.kernel = first;
+      }
     } else if (opt.kernels == KernelSplit::kNative) {
       // One launch per DESIGN step: #1 .. #6.
       for (OpNode& o : g_.ops) o.kernel = o.step - 1;

@@ -57,9 +57,10 @@ bool parse_op_code(const std::string& name, OpCode* out);
 
 // The kernel launches a chunk's operators are split into.
 enum class KernelSplit {
-  kFused,   // one kernel per head (hanpu)
-  kFla,     // #1-#4 | #5 | #6 (FLA's chunk-head-chunk launches)
-  kNative,  // one launch per step #1 .. #6
+  kFused,     // one kernel per head (hanpu)
+  kFla,       // FLA's five kernels: cumsum | kkt + solve | wy (W, U) | fwd_h (#5) | fwd_o (#6)
+  kNative,    // one launch per step #1 .. #6
+  kFlashQla,  // FlashQLA's: cumsum | kkt + solve | W, U and the state (#4, #5) | the output (#6)
 };
 
 struct TensorNode {

@@ -74,8 +74,12 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
       out.push_back({t, mem, kernel, first, last, bytes * (d.load_slots - 1), {}, true});
     }
   };
-  const std::vector<int> sreaders = g.consumers(g.state_in);
-  const int s_last_read = sreaders.empty() ? -1 : sreaders.back();
+  // The state lives in the kernel that updates it (the recurrence): S from that kernel's start to its last
+  // read there, S' to that kernel's end. Other kernels reading S (FLA's output kernel, h[c]) load it.
+  const int update = g.state_out >= 0 ? g.producer(g.state_out) : -1;
+  const int state_kernel = update >= 0 ? g.ops[update].kernel : 0;
+  int s_last_read = -1;
+  for (int c : g.consumers(g.state_in)) s_last_read = g.ops[c].kernel == state_kernel ? c : s_last_read;
   const bool in_place = state_updated_in_place(g);
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
     const TensorNode& x = g.tensors[t];
@@ -83,16 +87,19 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
     const std::vector<int> cons = g.consumers(t);
     const bool state = x.role == Role::kStateIn || x.role == Role::kStateOut;
     if (x.role == Role::kStateIn) {
-      std::vector<int> uses = cons;
+      std::vector<int> uses;
+      for (int c : cons) {
+        if (g.ops[c].kernel == state_kernel) uses.push_back(c);
+      }
       uses.push_back(-1);
-      add(t, d.state_mem, 0, 0, s_last_read, uses);
+      add(t, d.state_mem, state_kernel, kernel_steps[state_kernel].first, s_last_read, uses);
     }
     // In place: S' takes over S's buffer, which S holds up to the update step.
     if (x.role == Role::kStateOut) {
       std::vector<int> uses = cons;
       uses.push_back(prod);
       uses.push_back(n);
-      add(t, d.state_mem, g.ops[prod].kernel, in_place ? prod + 1 : prod, n - 1, uses);
+      add(t, d.state_mem, state_kernel, in_place ? prod + 1 : prod, kernel_steps[state_kernel].second, uses);
     }
     if (prod >= 0 && g.ops[prod].engine == Engine::kMatrix) {
       add(t, d.matrix_result_mem, g.ops[prod].kernel, prod, prod, {prod});
@@ -114,7 +121,7 @@ std::vector<Residency> residencies(const Graph& g, const Device& d) {
       span[{d.vector_mem, g.ops[prod].kernel}].push_back(prod);
     }
     for (auto& [key, uses] : span) {
-      if (state && key.first == d.state_mem) continue;  // the state's own residency, above
+      if (state && key.first == d.state_mem && key.second == state_kernel) continue;  // its own residency, above
       // A tensor moves into a memory at its producer's step when produced by the same kernel.
       if (prod >= 0 && g.ops[prod].kernel == key.second) uses.push_back(prod);
       const auto [lo, hi] = std::minmax_element(uses.begin(), uses.end());
@@ -132,9 +139,10 @@ std::map<std::string, std::vector<int64_t>> live_bytes(const Graph& g, const Dev
   for (const Memory& m : d.memories) {
     if (m.on_chip) live[m.name].assign(n, m.name == d.vector_mem ? d.vector_scratch_bytes : 0);
   }
+  // A kernel's residencies occupy its memories only while it runs (its own steps).
   for (const Residency& r : rs) {
     std::vector<int64_t>& steps = live.at(r.memory);
-    for (int s = std::max(0, r.from); s <= std::min(n - 1, r.to); ++s) steps[s] += r.bytes;
+    for (int s = std::max(0, r.from); s <= std::min(n - 1, r.to); ++s) steps[s] += g.ops[s].kernel == r.kernel ? r.bytes : 0;
   }
   return live;
 }

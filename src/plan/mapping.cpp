@@ -193,9 +193,11 @@ json mapping_to_json(const Mapping& m) {
     for (int k = 0; k < 32; ++k) {
       if ((p.kernels >> k) & 1u) kernels.push_back(k);
     }
-    phases.push_back({{"work", work_name(p.work)},
-                      {"sync", p.sync == Sync::kLaunch ? "launch" : "barrier"},
-                      {"kernels", p.kernels == ~0u ? json("all") : kernels}});
+    json ph = {{"work", work_name(p.work)},
+               {"sync", p.sync == Sync::kLaunch ? "launch" : "barrier"},
+               {"kernels", p.kernels == ~0u ? json("all") : kernels}};
+    if (!p.launches.empty()) ph["launches"] = p.launches;
+    phases.push_back(ph);
   }
   json rows = json::array();
   for (const WorkItem& it : m.items) rows.push_back({it.phase, it.worker, it.seq, it.hv, it.chunk0, it.chunks, it.col0, it.cols});
@@ -251,6 +253,19 @@ Status mapping_from_json(const json& j, Mapping* out) {
       }
     } else if (r.ok()) {
       p.fail_at("kernels", "expected kernel indices 0..31 or \"all\"");
+    }
+    if (r.ok() && phases[i].contains("launches")) {
+      const json& l = phases[i]["launches"];
+      unsigned covered = 0;
+      for (std::size_t q = 0; r.ok() && l.is_array() && q < l.size(); ++q) {
+        const unsigned mask = l[q].is_number_unsigned() ? l[q].get<unsigned>() : 0;
+        if (mask == 0 || (mask & ~ph.kernels) != 0 || (mask & covered) != 0) break;
+        covered |= mask;
+        ph.launches.push_back(mask);
+      }
+      if (!l.is_array() || covered != ph.kernels || ph.launches.size() != l.size()) {
+        p.fail_at("launches", "expected disjoint non-empty kernel masks that together make \"kernels\"");
+      }
     }
     m.phases.push_back(ph);
   }

@@ -49,6 +49,11 @@ struct Phase {
   Work work = Work::kHead;
   Sync sync = Sync::kLaunch;
   unsigned kernels = ~0u;  // the chunk graph's kernels (OpNode::kernel) this phase runs: bit k = kernel k
+  // Where the phase's kernels are separate launches on an NPU (FLA's cumsum | kkt + solve | wy), their
+  // masks in order, each launch over all the phase's items; empty: one launch of all of `kernels`. The
+  // first follows `sync`, the rest are launches (barriers inside a megakernel). The CPU executor runs a
+  // phase's items in one pass whatever the split.
+  std::vector<unsigned> launches;
 };
 
 struct WorkItem {

@@ -40,7 +40,13 @@ double fla_order_macs(Kind kind, const PlanOptions& opt) {
 }
 
 const char* split_name(KernelSplit k) {
-  return k == KernelSplit::kFused ? "fused" : k == KernelSplit::kFla ? "fla" : "native";
+  switch (k) {
+    case KernelSplit::kFused: return "fused";
+    case KernelSplit::kFla: return "fla";
+    case KernelSplit::kFlashQla: return "flashqla";
+    case KernelSplit::kNative: break;
+  }
+  return "native";
 }
 
 }  // namespace
@@ -354,8 +360,13 @@ Status plan_from_json(const std::string& text, Plan* out) {
   p.opt.layout_plan = ps.flag("layout_plan");
   p.opt.packed_update = ps.flag("packed_update");
   const std::string split = r.str("kernels");
-  if (r.ok() && split != "fused" && split != "fla" && split != "native") r.fail("kernels", "expected fused, fla or native");
-  p.opt.kernels = split == "fla" ? KernelSplit::kFla : split == "native" ? KernelSplit::kNative : KernelSplit::kFused;
+  if (r.ok() && split != "fused" && split != "fla" && split != "flashqla" && split != "native") {
+    r.fail("kernels", "expected fused, fla, flashqla or native");
+  }
+  p.opt.kernels = split == "fla"        ? KernelSplit::kFla
+                  : split == "flashqla" ? KernelSplit::kFlashQla
+                  : split == "native"   ? KernelSplit::kNative
+                                        : KernelSplit::kFused;
   Graph& g = p.graph;
   g.kind = p.kind;
   g.C = p.opt.C;

@@ -81,8 +81,8 @@ KernelSplit kernel_split(Dataflow d) {
   switch (d) {
     case Dataflow::kNative: return KernelSplit::kNative;
     case Dataflow::kFla:
-    case Dataflow::kFlaMegakernel:
-    case Dataflow::kFlashQla: return KernelSplit::kFla;
+    case Dataflow::kFlaMegakernel: return KernelSplit::kFla;
+    case Dataflow::kFlashQla: return KernelSplit::kFlashQla;
     case Dataflow::kHeadLevel: return KernelSplit::kFused;
   }
   return KernelSplit::kFused;
@@ -128,8 +128,8 @@ class Dealer {
   int64_t next_ = 0;
 };
 
-int add_phase(Mapping& m, Work w, Sync s, unsigned kernels) {
-  m.phases.push_back({w, s, kernels});
+int add_phase(Mapping& m, Work w, Sync s, unsigned kernels, std::vector<unsigned> launches = {}) {
+  m.phases.push_back({w, s, kernels, std::move(launches)});
   return static_cast<int>(m.phases.size()) - 1;
 }
 
@@ -160,10 +160,12 @@ void map_materialising(Dataflow df, Mapping& m) {
     }
     return;
   }
+  // FLA's five kernels (graph.h KernelSplit::kFla): cumsum, kkt + solve and wy over (chunk, head) — one
+  // phase of three launches, fused into one pass by the CPU executor — then fwd_h and fwd_o.
   const Sync between = df == Dataflow::kFlaMegakernel ? Sync::kBarrier : Sync::kLaunch;
-  per_chunk(m, add_phase(m, Work::kPrepareWU, Sync::kLaunch, 1u << 0));
-  per_unit(m, add_phase(m, Work::kRecurrence, between, 1u << 1));
-  per_chunk(m, add_phase(m, Work::kOutput, between, 1u << 2));
+  per_chunk(m, add_phase(m, Work::kPrepareWU, Sync::kLaunch, 0b111u, {1u << 0, 1u << 1, 1u << 2}));
+  per_unit(m, add_phase(m, Work::kRecurrence, between, 1u << 3));
+  per_chunk(m, add_phase(m, Work::kOutput, between, 1u << 4));
 }
 
 // flashqla: #1-#4 per chunk; warm-ups per (unit, segment) but each sequence's last; the serial hand-on
@@ -172,7 +174,7 @@ void map_flashqla(const MapInputs& in, Mapping& m) {
   const Shape& sh = m.shape;
   const int64_t lseg = in.segment_chunks > 0 ? in.segment_chunks : segment_length(sh.units(), sh.total_chunks(), sh.workers);
   m.segment_chunks = lseg;
-  per_chunk(m, add_phase(m, Work::kPrepareWU, Sync::kLaunch, 1u << 0));
+  per_chunk(m, add_phase(m, Work::kPrepareWU, Sync::kLaunch, 0b11u, {1u << 0, 1u << 1}));  // cumsum, kkt + solve
   auto segments = [&](Work w, unsigned kernels, bool skip_last) {
     Dealer d(m, add_phase(m, w, Sync::kLaunch, kernels));
     for (int64_t u = 0; u < sh.units(); ++u) {
@@ -183,9 +185,9 @@ void map_flashqla(const MapInputs& in, Mapping& m) {
       }
     }
   };
-  segments(Work::kWarmup, 1u << 1, true);
+  segments(Work::kWarmup, 1u << 2, true);  // W, U and the state from a zero state
   per_unit(m, add_phase(m, Work::kHandOn, Sync::kLaunch, 0));
-  segments(Work::kSegment, (1u << 1) | (1u << 2), false);
+  segments(Work::kSegment, (1u << 2) | (1u << 3), false);  // W, U, state and output fused
 }
 
 // hanpu: whole units in contiguous blocks, one block per worker (neighbouring value heads share their input

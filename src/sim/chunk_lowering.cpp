@@ -201,7 +201,13 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     if (!per_step && !carried_in_place && m != made.end() && m->second >= 0) first = m->second;
     if (first >= 0 && first <= last) em.occupy(core, p.memory, p.bytes, first, last);
   }
-  if (em.next_id() > chunk_begin) em.chunk_end(core, em.next_id() - 1);
+  // The chunk ends when every one of its tasks has (the last emitted need not finish last).
+  if (em.next_id() > chunk_begin) {
+    std::vector<int> all;
+    for (int id = chunk_begin; id < em.next_id(); ++id) all.push_back(id);
+    const int joined = em.join(core, std::move(all));
+    em.chunk_end(core, joined >= 0 ? joined : em.next_id() - 1);
+  }
 }
 
 Status make_lowering(const plan::Plan& pl, const plan::Device& d, std::unique_ptr<ChunkLowering>* out) {

@@ -51,6 +51,11 @@ class ChunkSink {
     return -1;
   }
   virtual void chunk_end(int core, int last) { (void)core, (void)last; }
+  // A task on `core` that ends when all of `deps` have (no work of its own), or -1 where not needed.
+  virtual int join(int core, std::vector<int> deps) {
+    (void)core, (void)deps;
+    return -1;
+  }
   // A tensor's presence in an on-chip memory of `core` from the start of task `first` to the end of `last`.
   virtual void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) {
     (void)core, (void)memory, (void)bytes, (void)first, (void)last;

@@ -67,6 +67,7 @@ class Emitter : public ChunkSink {
     return back >= 1 && static_cast<int>(ends.size()) >= back ? ends[ends.size() - back] : -1;
   }
   void chunk_end(int core, int last) override { chunk_ends_[core].push_back(last); }
+  int join(int core, std::vector<int> deps) override { return add(core, e_.control, 0, std::move(deps), "chunk end"); }
 
   void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) override {
     const int m = static_cast<int>(std::find(memories.begin(), memories.end(), memory) - memories.begin());
@@ -161,13 +162,13 @@ double energy_uj(const plan::Device& d, const SimRecord& r, double vector_cycles
   return dynamic_pj * 1e-6 + d.sim.static_w * r.latency_us;
 }
 
-// One phase's items on the model: gate[c] is what core c's items wait for (the launch or barrier).
-void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, std::size_t begin, std::size_t end,
-                 const std::vector<int>& gate, const Workload& w,
+// One launch of a phase's items on the model (the kernels in `mask`): gate[c] is what core c's items wait
+// for (the launch or barrier).
+void lower_phase(Emitter& em, const plan::Mapping& m, const plan::Phase& ph, KernelMask mask, std::size_t begin,
+                 std::size_t end, const std::vector<int>& gate, const Workload& w,
                  const std::function<const ChunkLowering&(int64_t cols)>& lowering) {
   const ChunkLowering& low = lowering(m.shape.V);
   const double state_bytes = static_cast<double>(low.bytes(low.graph().state_out));
-  const KernelMask mask = ph.kernels;
   for (std::size_t i = begin; i < end; ++i) {
     const plan::WorkItem& it = m.items[i];
     const int core = it.worker;
@@ -415,13 +416,21 @@ Status simulate_plan(const plan::Plan& pl, const plan::Device& d, const Workload
   if (info != nullptr && info->opt.dataflow == plan::Dataflow::kNative) {
     lower_native(em, m, d, native_program(pl.kind, m.shape.C, pl.graph.K, m.shape.V));
   } else {
+    // A phase's separate launches (Phase::launches) are barriers inside a megakernel (a mapping with any).
     const auto ranges = m.phase_ranges();
+    const bool megakernel = std::any_of(m.phases.begin(), m.phases.end(),
+                                        [](const plan::Phase& ph) { return ph.sync == plan::Sync::kBarrier; });
     std::vector<int> gate;
     for (std::size_t p = 0; p < m.phases.size(); ++p) {
-      if (p == 0) gate = em.launch(cores, {});
-      else if (m.phases[p].sync == plan::Sync::kLaunch) gate = em.launch(cores, em.tails());
-      else gate = em.sync(cores, em.tails(), d.sim.barrier_us, "barrier");
-      lower_phase(em, m, m.phases[p], ranges[p].first, ranges[p].second, gate, w, lowering);
+      const plan::Phase& ph = m.phases[p];
+      const std::vector<unsigned> launches = ph.launches.empty() ? std::vector<unsigned>{ph.kernels} : ph.launches;
+      for (std::size_t l = 0; l < launches.size(); ++l) {
+        const bool barrier = l == 0 ? ph.sync == plan::Sync::kBarrier : megakernel;
+        if (p == 0 && l == 0) gate = em.launch(cores, {});
+        else if (!barrier) gate = em.launch(cores, em.tails());
+        else gate = em.sync(cores, em.tails(), d.sim.barrier_us, "barrier");
+        lower_phase(em, m, ph, launches[l], ranges[p].first, ranges[p].second, gate, w, lowering);
+      }
     }
   }
   const ChunkLowering& low = *lowerings.at(m.shape.V);

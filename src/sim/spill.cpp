@@ -26,6 +26,7 @@ struct Piece {
     const auto it = partial.find(s);
     return it != partial.end() ? it->second : present(s) ? r.bytes : 0;
   }
+  bool in(const std::string& memory, int kernel) const { return r.memory == memory && r.kernel == kernel; }
   bool used_at(int s) const { return std::binary_search(r.uses.begin(), r.uses.end(), s); }
 };
 
@@ -42,14 +43,16 @@ class Planner {
       int64_t peak = 0;
       const int64_t reserved = m.name == d_.vector_mem ? d_.vector_scratch_bytes : 0;
       for (int s = 0; s < n; ++s) {
+        // Only the running kernel's pieces occupy the memory (plan/lifetime.h).
+        const int k = g_.ops[s].kernel;
         int64_t live = reserved;
-        for (const Piece& p : pieces_) live += p.r.memory == m.name ? p.bytes_at(s) : 0;
+        for (const Piece& p : pieces_) live += p.in(m.name, k) ? p.bytes_at(s) : 0;
         while (live > m.bytes) {
           Piece* victim = furthest_next_use(m.name, s);
           if (victim == nullptr) {
             HANPU_RETURN_IF_ERROR(tile(m, s, reserved, live));
             live = reserved;
-            for (const Piece& p : pieces_) live += p.r.memory == m.name ? p.bytes_at(s) : 0;
+            for (const Piece& p : pieces_) live += p.in(m.name, k) ? p.bytes_at(s) : 0;
             break;
           }
           live -= evict(*victim, s);
@@ -70,7 +73,7 @@ class Planner {
     Piece* best = nullptr;
     int best_next = 0;
     for (Piece& p : pieces_) {
-      if (p.r.memory != memory || !p.present(s) || p.used_at(s)) continue;
+      if (!p.in(memory, g_.ops[s].kernel) || !p.present(s) || p.used_at(s)) continue;
       const auto next = std::upper_bound(p.r.uses.begin(), p.r.uses.end(), s);
       if (next == p.r.uses.end()) continue;
       const bool better = best == nullptr || *next > best_next ||
@@ -114,7 +117,7 @@ class Planner {
     std::vector<Piece*> now;
     int64_t rest = reserved;
     for (Piece& p : pieces_) {
-      if (p.r.memory != m.name) continue;
+      if (!p.in(m.name, g_.ops[s].kernel)) continue;
       if (p.used_at(s) && p.present(s)) now.push_back(&p);
       else rest += p.bytes_at(s);
     }
