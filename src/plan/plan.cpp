@@ -1,5 +1,6 @@
 #include "plan/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -431,7 +432,8 @@ std::string plan_report(const Plan& p) {
     std::string tr;
     for (const Transform& t : p.layouts.transforms) {
       if (t.before_op == static_cast<int>(i)) {
-        tr += (tr.empty() ? "" : ", ") + g.tensors[t.tensor].name + " " + layout_name(t.from) + "->" + layout_name(t.to);
+        tr += (tr.empty() ? "" : ", ") + g.tensors[t.tensor].name + " " + layout_name(t.from) + "->" + layout_name(t.to) +
+              (t.cost <= 0 ? " (on the move)" : "");
       }
     }
     std::snprintf(buf, sizeof buf, " %2zu  #%d    %-6s  %-7s  %-34s %s\n", i, o.step, engine_name(o.engine),
@@ -453,8 +455,13 @@ std::string plan_report(const Plan& p) {
   std::snprintf(buf, sizeof buf, "matrix MACs per chunk: %.0f (FLA order %.0f, %.1f%% fewer)\n", macs,
                 p.fla_order_macs, p.fla_order_macs > 0 ? 100 * (1 - macs / p.fla_order_macs) : 0.0);
   os << buf;
-  std::snprintf(buf, sizeof buf, "estimated cost: %.0f cycles per chunk (%.2f us at %.2f GHz), %zu transforms\n",
-                p.layouts.cost, p.layouts.cost / (p.clock_ghz * 1e3), p.clock_ghz, p.layouts.transforms.size());
+  const auto explicit_transforms = std::count_if(p.layouts.transforms.begin(), p.layouts.transforms.end(),
+                                                 [](const Transform& t) { return t.cost > 0; });
+  std::snprintf(buf, sizeof buf,
+                "estimated cost: %.0f cycles per chunk (%.2f us at %.2f GHz), %zu transforms (%lld explicit, the rest "
+                "made by data movers on the way)\n",
+                p.layouts.cost, p.layouts.cost / (p.clock_ghz * 1e3), p.clock_ghz, p.layouts.transforms.size(),
+                static_cast<long long>(explicit_transforms));
   os << buf;
   if (p.has_mapping) {
     const Mapping& m = p.mapping;
