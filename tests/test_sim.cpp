@@ -4,6 +4,7 @@
 #include "sim/event_sim.h"
 #include "plan/strategy.h"
 #include "sim/lower.h"
+#include "sim_test_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -116,11 +117,7 @@ TEST(Sim, DeterministicAndValidated) {
   EXPECT_NE(simulate(norate, {1, 0}, &s).message().find("needs a path rate"), std::string::npos);
 }
 
-plan::Device device(const std::string& name) {
-  plan::Device d;
-  EXPECT_TRUE(plan::load_device(name, &d).ok()) << name;
-  return d;
-}
+using testing::device;
 
 // No strategy beats its device's compute bound (matrix MACs over every core's matrix unit) or its
 // bandwidth bound (global bytes over the chip's bandwidth).

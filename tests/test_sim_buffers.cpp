@@ -12,16 +12,14 @@
 #include "plan/plan.h"
 #include "sim/chunk_lowering.h"
 #include "sim/lower.h"
+#include "sim_test_util.h"
 #include "sim/spill.h"
 
 namespace hanpu::sim {
 namespace {
 
-plan::Device device(const std::string& name) {
-  plan::Device d;
-  EXPECT_TRUE(plan::load_device(name, &d).ok()) << name;
-  return d;
-}
+using testing::device;
+using testing::with_capacity;
 
 int tensor_of(const plan::Graph& g, plan::Value v) {
   for (int t = 0; t < static_cast<int>(g.tensors.size()); ++t) {
@@ -107,10 +105,7 @@ TEST(SimBuffers, PingPongSlotsAndScratchAreInTheFootprint) {
   // Capacity between the single- and the double-buffered peak: the lowering single-buffers, no spills.
   plan::Plan pl;
   ASSERT_TRUE(plan::make_plan(Kind::kGdn, d, {}, &pl).ok());
-  plan::Device tight = d;
-  for (plan::Memory& m : tight.memories) {
-    if (m.name == "UB") m.bytes = pl.lifetimes.peak_bytes.at("UB") - 1;
-  }
+  const plan::Device tight = with_capacity(d, "UB", pl.lifetimes.peak_bytes.at("UB") - 1);
   std::unique_ptr<ChunkLowering> low;
   ASSERT_TRUE(make_lowering(pl, tight, &low).ok());
   EXPECT_TRUE(low->spills().moves.empty());
@@ -178,11 +173,9 @@ TEST(SimBuffers, CastsAndForwardsWhereTheMatrixUnitReadsFp32) {
 // update, more than the buffer holds whatever else leaves it. The update runs in tiles instead of failing:
 // its tensors stream through, stored and reloaded around it, and every step fits.
 TEST(SimBuffers, AnOperatorTooLargeForTheBufferRunsInTilesWithSpills) {
-  plan::Device d = device("ascend-310p");
-  plan::Memory* ub = nullptr;
-  for (plan::Memory& m : d.memories) ub = m.name == "UB" ? &m : ub;
+  const plan::Device d = with_capacity(device("ascend-310p"), "UB", 160 * 1024);
+  const plan::Memory* ub = d.memory("UB");
   ASSERT_NE(ub, nullptr);
-  ub->bytes = 160 * 1024;
   plan::GraphOptions o;
   o.chunk_first = o.gemm_first = false;  // FLA's order
   const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, o);
@@ -286,10 +279,7 @@ TEST(SimBuffers, AResidentOperandIsNotReloaded) {
   EXPECT_DOUBLE_EQ(none.load_bytes(g, h, op(plan::OpCode::kKS)), rows + state);
   EXPECT_DOUBLE_EQ(none.load_bytes(g, h, op(plan::OpCode::kQS)), rows + state);
   // 8 KiB buffers: K S's Ke (16 KiB) in two tiles, S (32 KiB) streamed for each: S twice.
-  plan::Device small = d;
-  for (plan::Memory& m : small.memories) {
-    if (m.name == "L0A" || m.name == "L0B") m.bytes = 8192;
-  }
+  const plan::Device small = with_capacity(with_capacity(d, "L0A", 8192), "L0B", 8192);
   L0Residency tiles;
   EXPECT_DOUBLE_EQ(tiles.load_bytes(g, small, op(plan::OpCode::kKS)), rows + 2 * state);
   // Simulated: the GEMM-first chunk moves less L1 -> L0 than its operands' sizes add up to.

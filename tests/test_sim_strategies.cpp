@@ -8,24 +8,16 @@
 #include "plan/plan.h"
 #include "plan/strategy.h"
 #include "sim/lower.h"
+#include "sim_test_util.h"
 #include "sim/native_ops.h"
 #include "sim/spill.h"
 
 namespace hanpu::sim {
 namespace {
 
-plan::Device device(const std::string& name) {
-  plan::Device d;
-  EXPECT_TRUE(plan::load_device(name, &d).ok()) << name;
-  return d;
-}
+using testing::device;
 
-plan::Device with_capacity(plan::Device d, const std::string& memory, int64_t bytes) {
-  for (plan::Memory& m : d.memories) {
-    if (m.name == memory) m.bytes = bytes;
-  }
-  return d;
-}
+using testing::with_capacity;
 
 SimRecord simulate(const std::string& strategy, const plan::Device& d, const Workload& w, std::string* trace = nullptr) {
   SimRecord r;
