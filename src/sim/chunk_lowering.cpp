@@ -38,8 +38,8 @@ int ChunkLowering::to_operand_memory(ChunkSink& em, int core, int t, int ready, 
   const double elems = static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols);
   int last = ready;
   if (cast) {
-    last = em.compute(core, Queue::kVector, elems * plan::elem_bytes(g_, t, d_, d_.vector_mem) / d_.vector_bytes_per_cycle,
-                      deps, "cast " + g_.tensors[t].name);
+    const double cycles = std::ceil(elems * plan::elem_bytes(g_, t, d_, d_.vector_mem) / d_.vector_bytes_per_cycle);
+    last = em.compute(core, Queue::kVector, cycles, deps, "cast " + g_.tensors[t].name);
     em.counts.cast += elems;
     deps = {last};
   }

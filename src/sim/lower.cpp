@@ -233,7 +233,8 @@ void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, co
       int last = gate[c];
       if (op.in_elems > 0) last = em.move(c, Queue::kLoad, n * op.in_elems * 4, {last}, op.name);
       if (op.matrix) {
-        last = em.compute(c, Queue::kVector, n * op.in_elems * 4 / d.vector_bytes_per_cycle, {last}, "cast " + op.name);
+        last = em.compute(c, Queue::kVector, std::ceil(n * op.in_elems * 4 / d.vector_bytes_per_cycle), {last},
+                          "cast " + op.name);
         em.counts.cast += n * op.in_elems;
         if (separate) {
           last = em.move(c, Queue::kForward, n * op.in_elems * d.operand_bytes, {last}, "forward " + op.name);
@@ -248,7 +249,7 @@ void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, co
         last = em.move(c, Queue::kMatrixOut, n * op.out_elems * 4, {last}, "result " + op.name);
         em.counts.l0c_to_ub += n * op.out_elems * 4;
       } else {
-        last = em.compute(c, Queue::kVector, n * op.out_elems * 4 / d.vector_bytes_per_cycle, {last}, op.name);
+        last = em.compute(c, Queue::kVector, std::ceil(n * op.out_elems * 4 / d.vector_bytes_per_cycle), {last}, op.name);
       }
       if (op.out_elems > 0) em.move(c, Queue::kStore, n * op.out_elems * 4, {last}, op.name);
     }
