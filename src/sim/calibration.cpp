@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/lifetime.h"
 #include "plan/plan.h"
@@ -148,13 +151,16 @@ Status calibration_report(const plan::Device& d, std::vector<CalibrationRow>* ou
     const double ghz = d.clock_ghz;
     const double rd = std::min(d.sim.global_read_bytes_per_cycle * ghz, d.sim.global_gbps);
     const double wr = std::min(d.sim.global_write_bytes_per_cycle * ghz, d.sim.global_gbps);
-    const std::pair<const char*, std::pair<double, double>> paths[] = {
-        {"UB->L1", {205, d.sim.ub_to_l1_bytes_per_cycle * ghz}},
-        {"GM->L1", {95, rd}},
-        {"UB->GM->L1 (a store, then a load)", {48, 1 / (1 / wr + 1 / rd)}},
-    };
+    // Named with the device's memories (Ascend: UB -> L1, GM -> L1, UB -> GM -> L1).
+    const std::string& ub = d.vector_mem;
+    const std::string& l1 = d.matrix_operand_mem;
+    const std::string& gm = d.materialised_mem;
+    std::vector<std::pair<std::string, std::pair<double, double>>> paths;
+    if (ub != l1) paths.push_back({ub + "->" + l1, {205, d.sim.ub_to_l1_bytes_per_cycle * ghz}});
+    paths.push_back({gm + "->" + l1, {95, rd}});
+    paths.push_back({ub + "->" + gm + "->" + l1 + " (a store, then a load)", {48, 1 / (1 / wr + 1 / rd)}});
     for (const auto& [name, v] : paths) {
-      CalibrationRow r = row("C9", std::string("on-core bandwidth ") + name, "one core, path rates", "GB/s", fig,
+      CalibrationRow r = row("C9", "on-core bandwidth " + name, "one core, path rates", "GB/s", fig,
                              v.first, v.first);
       r.model_lo = r.model_hi = v.second;
       r.calibrated = fig;  // the 310P's path rates are fitted to these (devices/ascend-310p.json)
