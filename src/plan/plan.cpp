@@ -470,7 +470,9 @@ std::string plan_report(const Plan& p) {
     const auto ranges = m.phase_ranges();
     for (std::size_t i = 0; i < m.phases.size(); ++i) {
       os << (i ? "," : "") << " " << (m.phases[i].sync == Sync::kBarrier ? "| " : "") << work_name(m.phases[i].work)
-         << " (" << ranges[i].second - ranges[i].first << " items)";
+         << " (" << ranges[i].second - ranges[i].first << " items";
+      if (m.phases[i].launches.size() > 1) os << ", " << m.phases[i].launches.size() << " launches of its kernels";
+      os << ")";
     }
     os << "\n";
     if (m.tail_split > 1) os << "tail heads split into " << m.tail_split << " column slices\n";
