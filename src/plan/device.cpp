@@ -1,6 +1,7 @@
 #include "plan/device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,8 @@ const Memory* Device::memory(const std::string& n) const {
   }
   return nullptr;
 }
+
+double Device::vector_cycles(double bytes) const { return std::ceil(bytes / vector_bytes_per_cycle); }
 
 std::string devices_dir() {
   if (const char* env = std::getenv("HANPU_DEVICES_DIR")) return env;

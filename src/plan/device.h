@@ -78,6 +78,10 @@ struct Device {
   SimParams sim;
 
   const Memory* memory(const std::string& name) const;
+  // Cycles of vector work over `bytes`: whole iterations of the unit's width (Ascend: a repeat is 8 blocks
+  // of 32 B, a partial one still a repeat:
+  // https://www.hiascend.com/document/detail/zh/canncommercial/83RC1/API/cceintrinsicapi/cceapi_0007.html).
+  double vector_cycles(double bytes) const;
 };
 
 // The shipped descriptions compiled into the library (name, JSON text), from devices/*.json at build time.

@@ -74,12 +74,10 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
     const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense
     return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense && transposed ? d_.matrix_dense_penalty : 1.0);
   }
-  // Vector work runs at its result's working precision (fp32 for everything a chunk computes), in whole
-  // iterations of the unit's width (Ascend: a repeat is 8 blocks of 32 B, a partial one still a repeat:
-  // https://www.hiascend.com/document/detail/zh/canncommercial/83RC1/API/cceintrinsicapi/cceapi_0007.html).
+  // Vector work runs at its result's working precision (fp32 for everything a chunk computes).
   const double bytes = o.vector_ops * elem_bytes(g, o.outputs[0], d_, d_.vector_mem);
   const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;
-  return std::ceil(bytes / d_.vector_bytes_per_cycle) * penalty;
+  return d_.vector_cycles(bytes) * penalty;
 }
 
 double DeviceCostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {

@@ -25,24 +25,6 @@ Workload qwen35_2b(Kind kind, int64_t tokens) {
   return w;
 }
 
-class Runner {
- public:
-  Runner(const plan::Device& d, bool progress) : d_(d), progress_(progress) {}
-
-  Status run(const std::string& strategy, const plan::Device& d, const Workload& w, SimRecord* r) {
-    if (progress_) {
-      std::fprintf(stderr, "[calibration] %s %s %s T=%lld\n", d.name.c_str(), strategy.c_str(), kind_name(w.kind),
-                   static_cast<long long>(w.tokens));
-    }
-    return simulate_strategy(strategy, d, w, r);
-  }
-  const plan::Device& device() const { return d_; }
-
- private:
-  const plan::Device& d_;
-  bool progress_;
-};
-
 // The device with its vector memory large enough for anything (the capacity ablation's baseline).
 plan::Device unlimited_vector_memory(plan::Device d) {
   for (plan::Memory& m : d.memories) {
@@ -71,7 +53,13 @@ Status calibration_report(const plan::Device& d, std::vector<CalibrationRow>* ou
   // The figures were measured on the paper's 310P; the 8-core 310P3 description is the same chip family but
   // not the measured configuration, so only "ascend-310p" is compared.
   const bool fig = d.name == "ascend-310p";
-  Runner run(d, progress);
+  auto run = [&](const std::string& strategy, const plan::Device& dev, const Workload& w, SimRecord* r) {
+    if (progress) {
+      std::fprintf(stderr, "[calibration] %s %s %s T=%lld\n", dev.name.c_str(), strategy.c_str(), kind_name(w.kind),
+                   static_cast<long long>(w.tokens));
+    }
+    return simulate_strategy(strategy, dev, w, r);
+  };
   std::vector<CalibrationRow> rows;
 
   // C4: the native path's matrix-unit utilisation over 512 .. 4,096-token prefills.
@@ -82,7 +70,7 @@ Status calibration_report(const plan::Device& d, std::vector<CalibrationRow>* ou
     r.model_hi = 0;
     for (int64_t t : {512, 1024, 2048, 4096}) {
       SimRecord s;
-      HANPU_RETURN_IF_ERROR(run.run("native", d, qwen35_2b(Kind::kGdn, t), &s));
+      HANPU_RETURN_IF_ERROR(run("native", d, qwen35_2b(Kind::kGdn, t), &s));
       r.model_lo = std::min(r.model_lo, 100 * s.matrix_util);
       r.model_hi = std::max(r.model_hi, 100 * s.matrix_util);
     }
@@ -90,8 +78,8 @@ Status calibration_report(const plan::Device& d, std::vector<CalibrationRow>* ou
   }
   // C5, C7: the chunk-head (FLA) mapping at 4,096 tokens; C7 also for native.
   SimRecord fla, native;
-  HANPU_RETURN_IF_ERROR(run.run("fla", d, qwen35_2b(Kind::kGdn, 4096), &fla));
-  HANPU_RETURN_IF_ERROR(run.run("native", d, qwen35_2b(Kind::kGdn, 4096), &native));
+  HANPU_RETURN_IF_ERROR(run("fla", d, qwen35_2b(Kind::kGdn, 4096), &fla));
+  HANPU_RETURN_IF_ERROR(run("native", d, qwen35_2b(Kind::kGdn, 4096), &native));
   {
     CalibrationRow r = row("C5", "global-memory accesses as a share of LA latency", "fla, GDN, 4096 tokens", "%", fig,
                            56.2, 56.2);
@@ -103,8 +91,8 @@ Status calibration_report(const plan::Device& d, std::vector<CalibrationRow>* ou
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     SimRecord real, ample;
     const Workload w = qwen35_2b(kind, 4096);
-    HANPU_RETURN_IF_ERROR(run.run("+fusion", d, w, &real));
-    HANPU_RETURN_IF_ERROR(run.run("+fusion", unlimited_vector_memory(d), w, &ample));
+    HANPU_RETURN_IF_ERROR(run("+fusion", d, w, &real));
+    HANPU_RETURN_IF_ERROR(run("+fusion", unlimited_vector_memory(d), w, &ample));
     const double figure = kind == Kind::kGdn ? 93.4 : 63.8;
     CalibrationRow r = row("C6", std::string("GM traffic inflation from spilling, ") + kind_name(kind),
                            std::string("+fusion (FLA's order), ") + kind_name(kind) + ", 4096 tokens, " +

@@ -28,8 +28,8 @@ double L0Residency::load_bytes(const plan::Graph& g, const plan::Device& d, cons
 
 int ChunkLowering::to_operand_memory(ChunkSink& em, int core, int t, int ready, bool loaded, int gate) const {
   const int op = d_.operand_bytes;
-  const bool cast = loaded ? plan::tensor_bytes(g_, t, d_) > g_.tensors[t].rows * g_.tensors[t].cols * op
-                           : plan::needs_cast(g_, t, d_);
+  // A loaded tensor arrives at its stored size, one made on chip at its vector-memory size.
+  const bool cast = loaded ? plan::elem_bytes(g_, t, d_, d_.materialised_mem) > op : plan::needs_cast(g_, t, d_);
   const bool separate = d_.matrix_operand_mem != d_.vector_mem;
   if (!cast && (loaded || !separate)) return ready;
   std::vector<int> deps;
@@ -38,7 +38,7 @@ int ChunkLowering::to_operand_memory(ChunkSink& em, int core, int t, int ready, 
   const double elems = static_cast<double>(g_.tensors[t].rows * g_.tensors[t].cols);
   int last = ready;
   if (cast) {
-    const double cycles = std::ceil(elems * plan::elem_bytes(g_, t, d_, d_.vector_mem) / d_.vector_bytes_per_cycle);
+    const double cycles = d_.vector_cycles(elems * plan::elem_bytes(g_, t, d_, d_.vector_mem));
     last = em.compute(core, Queue::kVector, cycles, deps, "cast " + g_.tensors[t].name);
     em.counts.cast += elems;
     deps = {last};
@@ -60,7 +60,7 @@ void ChunkLowering::chunk(ChunkSink& em, int core, KernelMask mask, std::map<int
     if (b >= 0) deps.push_back(b);
     return deps;
   };
-  std::set<int> loaded;  // tensors this chunk brought from global memory (loads, spill reloads)
+  std::set<int> loaded;  // tensors this chunk loaded from global memory (spill reloads: `operand` below)
   const int chunk_begin = em.next_id();
   const int slot = em.chunk_end_before(core, d_.load_slots);
   const plan::Memory* vm = d_.memory(d_.vector_mem);

@@ -67,7 +67,15 @@ class Emitter : public ChunkSink {
     return back >= 1 && static_cast<int>(ends.size()) >= back ? ends[ends.size() - back] : -1;
   }
   void chunk_end(int core, int last) override { chunk_ends_[core].push_back(last); }
-  int join(int core, std::vector<int> deps) override { return add(core, e_.control, 0, std::move(deps), "chunk end"); }
+  // Queues run in order (Machine::issue_ready_first is off here): the last of `deps` on each queue stands for
+  // the others.
+  int join(int core, std::vector<int> deps) override {
+    std::map<std::string, int> last;
+    for (int id : deps) last[prog.tasks()[id].engine] = std::max(last[prog.tasks()[id].engine], id);
+    std::vector<int> tails;
+    for (const auto& [engine, id] : last) tails.push_back(id);
+    return add(core, e_.control, 0, std::move(tails), "chunk end");
+  }
 
   void occupy(int core, const std::string& memory, int64_t bytes, int first, int last) override {
     const int m = static_cast<int>(std::find(memories.begin(), memories.end(), memory) - memories.begin());
@@ -222,9 +230,12 @@ void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, co
     }
   }
   const bool separate = d.matrix_operand_mem != d.vector_mem;
-  const double b = static_cast<double>(d.block_rows);
-  auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
   auto run = [&](const FrameworkOp& op, const std::vector<int64_t>& per_core) {
+    plan::OpNode gemm;  // the matrix operator's GEMM per unit, for its algebraic and executed MACs
+    gemm.kind = plan::OpKind::kGemm;
+    gemm.m = op.m;
+    gemm.n = op.n;
+    gemm.k = op.k;
     ++em.launches;
     const std::vector<int> gate = em.sync(cores, em.tails(), d.sim.framework_op_us, "op " + op.name);
     for (int c = 0; c < cores; ++c) {
@@ -233,8 +244,7 @@ void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, co
       int last = gate[c];
       if (op.in_elems > 0) last = em.move(c, Queue::kLoad, n * op.in_elems * 4, {last}, op.name);
       if (op.matrix) {
-        last = em.compute(c, Queue::kVector, std::ceil(n * op.in_elems * 4 / d.vector_bytes_per_cycle), {last},
-                          "cast " + op.name);
+        last = em.compute(c, Queue::kVector, d.vector_cycles(n * op.in_elems * 4), {last}, "cast " + op.name);
         em.counts.cast += n * op.in_elems;
         if (separate) {
           last = em.move(c, Queue::kForward, n * op.in_elems * d.operand_bytes, {last}, "forward " + op.name);
@@ -242,14 +252,14 @@ void lower_native(Emitter& em, const plan::Mapping& m, const plan::Device& d, co
         }
         last = em.move(c, Queue::kMatrixLoad, n * op.in_elems * d.operand_bytes, {last}, "operands " + op.name);
         em.counts.l1_to_l0 += n * op.in_elems * d.operand_bytes;
-        const double executed = pad(op.m) * pad(op.n) * pad(op.k);
-        em.counts.macs += n * static_cast<double>(op.m * op.n * op.k);
+        const double executed = gemm.executed_macs(d.block_rows, d.block_cols);
+        em.counts.macs += n * gemm.macs();
         em.counts.executed_macs += n * executed;
         last = em.compute(c, Queue::kMatrix, n * executed / d.matrix_macs_per_cycle, {last}, op.name);
         last = em.move(c, Queue::kMatrixOut, n * op.out_elems * 4, {last}, "result " + op.name);
         em.counts.l0c_to_ub += n * op.out_elems * 4;
       } else {
-        last = em.compute(c, Queue::kVector, std::ceil(n * op.out_elems * 4 / d.vector_bytes_per_cycle), {last}, op.name);
+        last = em.compute(c, Queue::kVector, d.vector_cycles(n * op.out_elems * 4), {last}, op.name);
       }
       if (op.out_elems > 0) em.move(c, Queue::kStore, n * op.out_elems * 4, {last}, op.name);
     }

@@ -44,15 +44,17 @@ class Planner {
       const int64_t reserved = m.name == d_.vector_mem ? d_.vector_scratch_bytes : 0;
       for (int s = 0; s < n; ++s) {
         // Only the running kernel's pieces occupy the memory (plan/lifetime.h).
-        const int k = g_.ops[s].kernel;
-        int64_t live = reserved;
-        for (const Piece& p : pieces_) live += p.in(m.name, k) ? p.bytes_at(s) : 0;
+        auto live_now = [&] {
+          int64_t b = reserved;
+          for (const Piece& p : pieces_) b += p.in(m.name, g_.ops[s].kernel) ? p.bytes_at(s) : 0;
+          return b;
+        };
+        int64_t live = live_now();
         while (live > m.bytes) {
           Piece* victim = furthest_next_use(m.name, s);
           if (victim == nullptr) {
             HANPU_RETURN_IF_ERROR(tile(m, s, reserved, live));
-            live = reserved;
-            for (const Piece& p : pieces_) live += p.in(m.name, k) ? p.bytes_at(s) : 0;
+            live = live_now();
             break;
           }
           live -= evict(*victim, s);
