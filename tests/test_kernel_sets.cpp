@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <random>
@@ -66,6 +67,63 @@ void check_column_split(const KernelSet& ks, std::mt19937_64& rng) {
     gemm(M, at, Kd, A.data(), Kd, B.data(), N, false, split.data(), N);
     gemm(M, N - at, Kd, A.data(), Kd, B.data() + at, N, false, split.data() + at, N);
     EXPECT_EQ(whole, split) << ks.name << (gemm == ks.gemm_nn ? "" : " bf16");
+  }
+}
+
+// A packed operand gives gemm_nn_bf16's bits for every sub-product the engine takes of it: all of it, its
+// leading even Kd rows (a lower-triangular product's row blocks), its leading N columns (the score blocks),
+// with and without accumulation, at packed shapes with odd Kd and column tails.
+void check_packed_bf16(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t Kd : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{64}, int64_t{128}}) {
+    for (int64_t N : {int64_t{1}, int64_t{16}, int64_t{37}, int64_t{64}, int64_t{128}}) {
+      const int64_t ldb = N + 3, M = 11, lda = Kd + 2;
+      const std::vector<float> B = randn(Kd * ldb, rng), A = randn(M * lda, rng), C0 = randn(M * N, rng);
+      Bf16Operand packed;
+      ks.pack_bf16(Kd, N, B.data(), ldb, &packed);
+      EXPECT_EQ(packed.Kd, Kd);
+      EXPECT_EQ(packed.N, N);
+      for (int64_t kd : {Kd, Kd / 2 * 2, int64_t{2}}) {
+        for (int64_t n : {N, (N + 1) / 2}) {
+          if (kd < 1 || kd > Kd) continue;
+          for (bool acc : {false, true}) {
+            std::vector<float> want = C0, got = C0;
+            ks.gemm_nn_bf16(M, n, kd, A.data(), lda, B.data(), ldb, acc, want.data(), N);
+            ks.gemm_packed_bf16(M, n, kd, A.data(), lda, packed, acc, got.data(), N);
+            ASSERT_EQ(want, got) << ks.name << " packed [" << Kd << ", " << N << "], product " << M << "x" << n << "x"
+                                 << kd << (acc ? " accumulated" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The row conversions bit for bit against the element-wise definitions (hanpu/tensor.h), on values that
+// exercise the rounding: ties both ways, carries into the exponent, overflow to infinity, subnormals,
+// signed zeros, infinities and NaNs (quiet and signalling), at lengths with vector tails.
+void check_bf16_conversions(const KernelSet& ks, std::mt19937_64& rng) {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x3F7FFFFFu,
+                                0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u, 0x807FFFFFu, 0x7F800000u, 0xFF800000u,
+                                0x7FC00000u, 0x7F800001u, 0xFFBFFFFFu, 0x00018000u};
+  std::uniform_int_distribution<uint32_t> any;
+  while (bits.size() < 77) bits.push_back(any(rng));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, bits.size()}) {
+    std::vector<uint16_t> got(n + 1, 0xABCD);
+    ks.f32_to_bf16(static_cast<int64_t>(n), x.data(), got.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], f32_to_bf16_bits(x[i])) << ks.name << " narrowing 0x" << std::hex << bits[i];
+    }
+    EXPECT_EQ(got[n], 0xABCD) << ks.name << ": wrote past the row";
+    std::vector<float> back(n + 1, 7.0f);
+    ks.bf16_to_f32(static_cast<int64_t>(n), got.data(), back.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, &back[i], 4);
+      ASSERT_EQ(b, static_cast<uint32_t>(got[i]) << 16) << ks.name << " widening";
+    }
+    EXPECT_EQ(back[n], 7.0f) << ks.name << ": wrote past the row";
   }
 }
 
@@ -174,7 +232,9 @@ TEST(KernelSets, TheRegistryListsTheBestFirstAndTheReferenceLast) {
     EXPECT_GE(ks.gemm_column_block, 1) << ks.name;
     EXPECT_GT(ks.fma_peak(10), 0) << ks.name;
     EXPECT_FALSE(ks.bf16_unit.empty()) << ks.name;
-    if (ks.bf16_peak) EXPECT_GT(ks.bf16_peak(10), 0) << ks.name;
+    if (ks.bf16_peak) {
+      EXPECT_GT(ks.bf16_peak(10), 0) << ks.name;
+    }
   }
 }
 
@@ -210,6 +270,8 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
       }
     }
     check_column_split(ks, rng);
+    check_packed_bf16(ks, rng);
+    check_bf16_conversions(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

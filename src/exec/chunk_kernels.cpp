@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/decay.h"
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
 
@@ -64,7 +65,29 @@ void load_channel_major(const TensorView& x, int64_t b, int64_t t0, int64_t L, i
   }
 }
 
+// n elements of x from element offset off, `stride` apart, into fp32: contiguous bf16 rows through the
+// kernel set's vector widening, anything else element by element.
+void load_row_f32(const TensorView& x, int64_t off, int64_t stride, int64_t n, float* out) {
+  if (x.dtype == DType::kBF16 && stride == 1) {
+    simd::bf16_to_f32(n, static_cast<const uint16_t*>(x.data) + off, out);
+  } else {
+    load_elems<float>(x, off, stride, n, out);
+  }
+}
+
 }  // namespace
+
+void store_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n,
+                  const float* rows) {
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t off = b * o.stride(0) + (t0 + i) * o.stride(1) + hv * o.stride(2) + c0 * o.stride(3);
+    if (o.dtype == DType::kBF16 && o.stride(3) == 1) {
+      simd::f32_to_bf16(n, rows + i * n, static_cast<uint16_t*>(o.data) + off);
+    } else {
+      store_elems<float>(o, off, o.stride(3), n, rows + i * n);
+    }
+  }
+}
 
 void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, const ChunkRows& c) const {
   const int64_t h = p.qk_head(hv);
@@ -92,10 +115,13 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   if (q_cm) load_channel_major(qv, s.batch, c.t0, L, h, 0, K, q.data(), run.data());
   if (k_cm) load_channel_major(kv, s.batch, c.t0, L, h, 0, K, k.data(), run.data());
   if (v_cm) load_channel_major(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data(), run.data());
+  const auto at = [&](const TensorView& x, int64_t t, int64_t m) {
+    return s.batch * x.stride(0) + t * x.stride(1) + m * x.stride(2);
+  };
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
-    if (!q_cm) rows.q_raw(s.batch, t, h, q.data() + i * K);
-    if (!k_cm) rows.k_raw(s.batch, t, h, k.data() + i * K);
+    if (!q_cm) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
+    if (!k_cm) load_row_f32(kv, at(kv, t, h), kv.stride(3), K, k.data() + i * K);
     if (raw_qk) {
       fq[i] = rows.q_factor(q.data() + i * K);
       fk[i] = rows.k_factor(k.data() + i * K);
@@ -103,10 +129,7 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
       rows.finish_q(q.data() + i * K);
       rows.finish_k(k.data() + i * K);
     }
-    if (!v_cm) {
-      load_elems<float>(vv, s.batch * vv.stride(0) + t * vv.stride(1) + hv * vv.stride(2) + c.c0 * vv.stride(3),
-                        vv.stride(3), c.Vc, v.data() + i * c.Vc);
-    }
+    if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
     rows.gate(s.batch, t, hv, graw.data() + i * w);
     beta[i] = rows.beta(s.batch, t, hv);
   }
@@ -154,6 +177,24 @@ void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
+                 float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_packed_bf16(M, N, Kd, A, lda, B, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
+void StateOperand::times(int64_t L, const float* X, float* out, Counters& cnt) {
+  if (!cnt.bf16) {
+    gemm(L, Vc_, K_, X, K_, S_, Vc_, false, out, Vc_, cnt);
+    return;
+  }
+  if (!is_packed_) {
+    simd::pack_bf16(K_, Vc_, S_, Vc_, packed_);
+    is_packed_ = true;
+  }
+  gemm_packed(L, Vc_, K_, X, K_, *packed_, false, out, Vc_, cnt);
+}
+
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt) {
   const int64_t K = in.K;
@@ -167,12 +208,18 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
 
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt) {
+  // bf16: X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L).
+  thread_local Bf16Operand packed;
+  if (cnt.bf16) simd::pack_bf16(L, N, X, ldx, &packed);
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+    if (cnt.bf16) {
+      gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, packed, accumulate, C + r0 * ldc, ldc, cnt);
+    } else {
+      gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+    }
   }
 }
-
 
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
                   float* P, float* scratch, Counters& cnt) {
@@ -182,11 +229,21 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
     return;
   }
   pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
+  // bf16: K^T is packed once for every row block's product.
+  thread_local Bf16Operand kt_packed;
+  if (cnt.bf16) simd::pack_bf16(K, L, kt, L, &kt_packed);
+  const auto scores = [&](int64_t rows, int64_t cols, const float* X, float* out) {
+    if (cnt.bf16) {
+      gemm_packed(rows, cols, K, X, K, kt_packed, false, out, C, cnt);
+    } else {
+      gemm(rows, cols, K, X, K, kt, L, false, out, C, cnt);
+    }
+  };
   // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1).
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    if (need_a) gemm(r1 - r0, r1, K, in.k.data() + r0 * K, K, kt, L, false, A + r0 * C, C, cnt);
-    if (need_p) gemm(r1 - r0, r1, K, in.q.data() + r0 * K, K, kt, L, false, P + r0 * C, C, cnt);
+    if (need_a) scores(r1 - r0, r1, in.k.data() + r0 * K, A + r0 * C);
+    if (need_p) scores(r1 - r0, r1, in.q.data() + r0 * K, P + r0 * C);
   }
   // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double.
   const double* G = in.G.data();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/decay.h"
+#include "kernels/kernel_set.h"
 #include "kernels/pack.h"
 #include "ops/problem.h"
 #include "ops/rows.h"
@@ -93,6 +94,11 @@ struct ChunkInputs {
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
 
+// o[b, t0 + i, hv, c0 .. c0 + n) = rows[i * n .. (i + 1) * n) for i < L: bf16 outputs with contiguous rows
+// through the kernel set's vector narrowing, others element by element (the same rounding either way).
+void store_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n,
+                  const float* rows);
+
 // True for a [B, T, M, n] view whose tokens are closer together than its channels (channel-major), which
 // ChunkInputs reads block-wise.
 bool channel_major(const TensorView& x);
@@ -122,5 +128,25 @@ void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const f
           float* C, int64_t ldc, Counters& cnt);
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc, Counters& cnt);
+
+// gemm with a right operand packed once for several products (bf16 mode only), counting its flops.
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
+                 float* C, int64_t ldc, Counters& cnt);
+
+// A chunk's state S [K, Vc] (row stride Vc) as the right operand of its X S products (K S, Q S, W S): read in
+// place in exact mode; in bf16 mode packed at the chunk's first product and reused by the others (S changes
+// only after the chunk's last read of it). One object per chunk.
+class StateOperand {
+ public:
+  StateOperand(const float* S, int64_t K, int64_t Vc, Bf16Operand* packed) : S_(S), K_(K), Vc_(Vc), packed_(packed) {}
+  // out [L, Vc] = X [L, K] S.
+  void times(int64_t L, const float* X, float* out, Counters& cnt);
+
+ private:
+  const float* S_;
+  int64_t K_, Vc_;
+  Bf16Operand* packed_;
+  bool is_packed_ = false;
+};
 
 }  // namespace hanpu

@@ -211,7 +211,7 @@ class Materialised {
     simd::scale_rows(L, K_, in.q.data(), K_, in.eg.data(), w_, nullptr, ws.KQ.data(), K_);
     gemm(L, V_, K_, ws.KQ.data(), K_, S, V_, false, ws.X.data(), V_, c);
     lower_times(L, V_, ws.P.data(), C_, vn, V_, true, ws.X.data(), V_, c);
-    for (int64_t i = 0; i < L; ++i) store_o_row(out.o, p_.seqs[ch.n].batch, ch.t0 + i, hv, V_, ws.X.data() + i * V_);
+    store_o_rows(out.o, p_.seqs[ch.n].batch, ch.t0, L, hv, 0, V_, ws.X.data());
     c.traffic_bytes += chunk_input_bytes(p_, L, 0) + L * V_ * static_cast<int64_t>(dtype_size(out.o.dtype));
   }
 

@@ -62,14 +62,17 @@ struct HeadWorkspace {
   PreparedChunk prep;
   std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
   std::vector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
+  Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
         Vn(C * V), O(C * V), KQ(C * K), scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
 
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
-  void fit(const ChunkProgram& prog, int64_t vmax, bool decay_on_results) {
+  void fit(const ChunkProgram& prog, int64_t vmax, bool decay_on_results, bool bf16) {
     Vd.resize(decay_on_results ? C * V : 0);
+    // Either packed layout (fp32 rows, or bf16 pairs in rows padded to 16 columns) fits K * ceil16(vmax).
+    S_packed.data.reserve(bf16 ? static_cast<std::size_t>(K * ((vmax + 15) / 16 * 16)) : 0);
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
     Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
@@ -86,7 +89,7 @@ struct HeadWorkspace {
                                states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
                                PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
-    return prep.bytes() + static_cast<int64_t>(floats * sizeof(float));
+    return prep.bytes() + static_cast<int64_t>((floats + S_packed.data.capacity()) * sizeof(float));
   }
 };
 
@@ -119,12 +122,12 @@ void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& w
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
 }
 
-// (X o e^G) S for the rows X = K or Q~ [L, K] and the state S [K, Vc]: the decay e (and the rows' factors f,
-// may be null) on the product's rows (bf16 GDN: the GEMM reads the loaded rows themselves, so only they are
+// (X o e^G) S for the rows X = K or Q~ [L, K] and the state S: the decay e (and the rows' factors f, may be
+// null) on the product's rows (bf16 GDN: the GEMM reads the loaded rows themselves, so only they are
 // rounded) or already in `scaled` (the rows the Ke / Qs step made).
-void decayed_times_state(bool on_results, int64_t L, int64_t Vc, int64_t K, const float* raw, const float* scaled,
-                         const float* S, const float* e, const float* f, float* out, Counters& cnt) {
-  gemm(L, Vc, K, on_results ? raw : scaled, K, S, Vc, false, out, Vc, cnt);
+void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* raw, const float* scaled,
+                         StateOperand& S, const float* e, const float* f, float* out, Counters& cnt) {
+  S.times(L, on_results ? raw : scaled, out, cnt);
   if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
@@ -151,6 +154,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   float* dst = prog.in_place ? S : ws.S_next.data();
   bool qs_done = false, pv_in_o = false;
   const bool decay_on_results = decays_on_results(p);
+  StateOperand state(S, K, Vc, &ws.S_packed);
   StepTimer timer(cnt, Part::kVector);
   ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
@@ -160,7 +164,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
-        decayed_times_state(decay_on_results, L, Vc, K, in.k.data(), ws.KQ.data(), S, e, in.k_factors(), ws.KS.data(),
+        decayed_times_state(decay_on_results, L, Vc, in.k.data(), ws.KQ.data(), state, e, in.k_factors(), ws.KS.data(),
                             cnt);
         break;
       case plan::OpCode::kQs:
@@ -168,7 +172,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        decayed_times_state(decay_on_results, L, Vc, K, in.q.data(), ws.Qs.data(), S, e, in.q_factors(), ws.O.data(),
+        decayed_times_state(decay_on_results, L, Vc, in.q.data(), ws.Qs.data(), state, e, in.q_factors(), ws.O.data(),
                             cnt);
         qs_done = true;
         break;
@@ -180,7 +184,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
       case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
       case plan::OpCode::kVb: simd::scale_rows(L, Vc, in.v.data(), Vc, in.beta.data(), 1, nullptr, ws.Vb.data(), Vc); break;
       case plan::OpCode::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
-      case plan::OpCode::kWS: gemm(L, Vc, K, ws.X.data(), K, S, Vc, false, ws.KS.data(), Vc, cnt); break;
+      case plan::OpCode::kWS: state.times(L, ws.X.data(), ws.KS.data(), cnt); break;
       case plan::OpCode::kVnFromUWS:
         for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
         break;
@@ -196,7 +200,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!pv_in_o) {
           for (int64_t k = 0; k < L * Vc; ++k) ws.O[k] += ws.PV[k];
         }
-        for (int64_t i = 0; i < L; ++i) store_o_row(out.o, s.batch, cr.t0 + i, wk.hv, Vc, ws.O.data() + i * Vc, wk.c0);
+        store_o_rows(out.o, s.batch, cr.t0, L, wk.hv, wk.c0, Vc, ws.O.data());
         cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
         break;
       case plan::OpCode::kKd:
@@ -294,7 +298,7 @@ void run_heads(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
       i = j;
     }
     ws.states.resize(g_used * p.K * vmax);
-    ws.fit(prog, vmax, decays_on_results(p));
+    ws.fit(prog, vmax, decays_on_results(p), p.bf16_gemm);
     ws_bytes[t] = ws.bytes();
     for (const auto& [b, e] : groups) {
       run_group(p, rows, mine.data() + b, static_cast<int64_t>(e - b), prog, ws, out, counters[t]);
@@ -334,7 +338,7 @@ int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const pla
   runner.run(pool, 1, 2, [&](int, int t, const plan::WorkItem& it) {
     HeadWorkspace& ws = thread_workspace(p, vmax);
     ws.states.resize(p.K * vmax);
-    ws.fit(prog, vmax, decays_on_results(p));
+    ws.fit(prog, vmax, decays_on_results(p), p.bf16_gemm);
     ws_bytes[t] = ws.bytes();
     float* S = ws.states.data();
     const Work wk{it.seq, it.hv, it.col0, it.cols};

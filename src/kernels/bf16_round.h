@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hanpu/tensor.h"
+#include "kernels/kernel_set.h"
 
 namespace hanpu {
 
@@ -36,6 +37,23 @@ inline void gemm_bf16_by_rounding(GemmFn f32, bool trans_a, int64_t M, int64_t N
   round_block_bf16(a_rows, a_cols, A, lda, &a);
   round_block_bf16(Kd, N, B, ldb, &b);
   f32(M, N, Kd, a.data(), a_cols, b.data(), N, acc, C, ldc);
+}
+
+// The portable packed operand (KernelSet::pack_bf16): B rounded into [Kd, N] fp32 rows (ld = N).
+inline void pack_bf16_by_rounding(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  round_block_bf16(Kd, N, B, ldb, &out->data);
+  out->Kd = Kd;
+  out->N = N;
+  out->ld = N;
+}
+
+// C = (acc ? C : 0) + bf16(A) B[:Kd, :N] on a portably packed B through the fp32 GEMM `f32` (gemm_nn):
+// the same rounded operands and fp32 GEMM as gemm_bf16_by_rounding, so the same bits.
+inline void gemm_packed_bf16_by_rounding(GemmFn f32, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                                         const Bf16Operand& B, bool acc, float* C, int64_t ldc) {
+  thread_local std::vector<float> a;
+  round_block_bf16(M, Kd, A, lda, &a);
+  f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
 }
 
 }  // namespace hanpu

@@ -120,23 +120,12 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int6
   for (; i < M; ++i) block<1, NV>(Kp, Ap + i * ars, ars, aps, Bp, Np, accumulate, C + i * ldc, ldc, last);
 }
 
-template <bool TransA>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A,
-                                                                      int64_t lda, const float* B, int64_t ldb,
-                                                                      bool accumulate, float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> abuf, bbuf;
-  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes, Mp = (M + kLanes - 1) / kLanes * kLanes;
-  // A's words: rows of Kp (ars = Kp, aps = 1), or for a transposed A the B-style panel (ars = 1, aps = Mp).
-  uint32_t* ap = words(&abuf, TransA ? Kp * Mp : M * Kp + kLanes);
-  if (TransA) {
-    pack_b(M, Kd, A, lda, Mp, ap);
-  } else {
-    pack_a(M, Kd, A, lda, ap);
-  }
-  const int64_t ars = TransA ? 1 : Kp, aps = TransA ? Mp : 1;
-  uint32_t* bp = words(&bbuf, Kp * Np);
-  pack_b(N, Kd, B, ldb, Np, bp);
+// C[M, N] (+)= op(A) B over Kp word steps from packed A words (ars, aps as in block) and packed B (row
+// stride Np words): 2-vector column blocks, then 16-column vectors with the tail masked.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int64_t Kp,
+                                                                     const uint32_t* ap, int64_t ars, int64_t aps,
+                                                                     const uint32_t* bp, int64_t Np, bool accumulate,
+                                                                     float* C, int64_t ldc) {
   int64_t j = 0;
   for (; j + 2 * kLanes <= N; j += 2 * kLanes) rows<2>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, 0xFFFF);
   while (j < N) {
@@ -145,6 +134,56 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M,
     rows<1>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, last);
     j += kLanes;
   }
+}
+
+// op(A)'s words into a per-thread buffer: rows of Kp (ars = Kp, aps = 1), or for a transposed A the
+// B-style panel (ars = 1, aps = Mp).
+template <bool TransA>
+const uint32_t* pack_left(int64_t M, int64_t Kd, const float* A, int64_t lda, int64_t* ars, int64_t* aps) {
+  thread_local std::vector<uint32_t> abuf;
+  const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
+  uint32_t* ap = words(&abuf, TransA ? Kp * Mp : M * Kp + kLanes);
+  if (TransA) {
+    pack_b(M, Kd, A, lda, Mp, ap);
+  } else {
+    pack_a(M, Kd, A, lda, ap);
+  }
+  *ars = TransA ? 1 : Kp;
+  *aps = TransA ? Mp : 1;
+  return ap;
+}
+
+template <bool TransA>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A,
+                                                                      int64_t lda, const float* B, int64_t ldb,
+                                                                      bool accumulate, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> bbuf;
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
+  int64_t ars = 0, aps = 0;
+  const uint32_t* ap = pack_left<TransA>(M, Kd, A, lda, &ars, &aps);
+  uint32_t* bp = words(&bbuf, Kp * Np);
+  pack_b(N, Kd, B, ldb, Np, bp);
+  multiply(M, N, Kp, ap, ars, aps, bp, Np, accumulate, C, ldc);
+}
+
+// The packed operand (KernelSet::pack_bf16): pack_b's words, rows of ld = ceil16(N) words.
+void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
+  out->Kd = Kd;
+  out->N = N;
+  out->ld = Np;
+  out->data.resize(static_cast<std::size_t>(Kp * Np));
+  pack_b(N, Kd, B, ldb, Np, reinterpret_cast<uint32_t*>(out->data.data()));
+}
+
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
+                 float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  int64_t ars = 0, aps = 0;
+  const uint32_t* ap = pack_left<false>(M, Kd, A, lda, &ars, &aps);
+  multiply(M, N, (Kd + 1) / 2, ap, ars, aps, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld, accumulate, C,
+           ldc);
 }
 
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).
@@ -175,6 +214,8 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.name = "AVX3+BF16";
     k.gemm_nn_bf16 = &gemm_bf16<false>;
     k.gemm_tn_bf16 = &gemm_bf16<true>;
+    k.pack_bf16 = &pack_operand;
+    k.gemm_packed_bf16 = &gemm_packed;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;
     out->insert(out->begin(), k);

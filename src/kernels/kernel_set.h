@@ -15,6 +15,17 @@
 
 namespace hanpu {
 
+// A bf16 GEMM's right operand B [Kd, N], rounded to bf16 and laid out once by a kernel set's pack_bf16 for
+// that set's gemm_packed_bf16, so that an operand several products read is converted once: the chunk's
+// state S (read by K S and Q S), K^T (every row block of the score products), the right factor of a
+// lower-triangular product (every row block). The layout is the set's own: fp32 values of the rounded
+// operand, row-major with row stride ld (the portable sets), or pairs of bf16 along Kd in 32-bit words,
+// ceil(Kd / 2) rows of ld >= N words (AVX512-BF16). Only the set that packed it may read it.
+struct Bf16Operand {
+  int64_t Kd = 0, N = 0, ld = 0;
+  std::vector<float> data;  // the set's words (bf16 pairs are stored in the bytes of floats)
+};
+
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
   int64_t gemm_column_block;   // column splits of a GEMM at multiples of this give identical columns
@@ -49,6 +60,16 @@ struct KernelSet {
                        bool acc, float* C, int64_t ldc);
   void (*gemm_tn_bf16)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
                        bool acc, float* C, int64_t ldc);
+  // B [Kd, N] (row stride ldb) packed for gemm_packed_bf16.
+  void (*pack_bf16)(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out);
+  // C[M, N] = (acc ? C : 0) + bf16(A)[M, Kd] B[:Kd, :N] with B packed by this set's pack_bf16: bit-identical
+  // to gemm_nn_bf16 on B's source. N <= B.N, Kd <= B.Kd, and Kd even or Kd == B.Kd (rows of B beyond Kd
+  // must not share a bf16 pair with row Kd - 1).
+  void (*gemm_packed_bf16)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                           bool acc, float* C, int64_t ldc);
+  // Rows of bf16 bit patterns to fp32 (exact) and back (nearest, ties to even; NaN stays a quiet NaN).
+  void (*bf16_to_f32)(int64_t n, const uint16_t* src, float* dst);
+  void (*f32_to_bf16)(int64_t n, const float* src, uint16_t* dst);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

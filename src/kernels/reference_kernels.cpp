@@ -94,12 +94,26 @@ void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, co
   gemm_bf16_by_rounding(&gemm<TransA>, TransA, M, N, Kd, A, lda, B, ldb, acc, C, ldc);
 }
 
+void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
+                      float* C, int64_t ldc) {
+  gemm_packed_bf16_by_rounding(&gemm<false>, M, N, Kd, A, lda, B, acc, C, ldc);
+}
+
+void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
+}
+
+void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
-          &gemm_bf16<false>, &gemm_bf16<true>, "fp32 FMA on rounded operands", nullptr};
+          &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
+          "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

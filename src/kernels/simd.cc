@@ -6,6 +6,8 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/bf16_round.h"
@@ -307,6 +309,50 @@ void GemmTNBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, c
   gemm_bf16_by_rounding(&GemmTN, true, M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
 }
 
+void PackBf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  pack_bf16_by_rounding(Kd, N, B, ldb, out);
+}
+
+void GemmPackedBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                    bool accumulate, float* C, int64_t ldc) {
+  gemm_packed_bf16_by_rounding(&GemmNN, M, N, Kd, A, lda, B, accumulate, C, ldc);
+}
+
+// bf16 -> fp32: the 16 bits become the high half of the float (exact).
+void Bf16ToF32(int64_t n, const uint16_t* src, float* dst) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + nl <= n; i += nl) {
+    const auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)));
+    hn::StoreU(hn::BitCast(df, wide), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
+}
+
+// fp32 -> bf16, nearest with ties to even, NaN kept quiet (f32_to_bf16_bits, lane-wise): the upper half of
+// u + 0x7FFF + (bit 16 of u); a NaN's upper half with the quiet bit set.
+void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di32;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
+  const auto bias = hn::Set(du32, 0x7FFFu), one = hn::Set(du32, 1u), quiet = hn::Set(du32, 0x40u);
+  int64_t i = 0;
+  for (; i + nl <= n; i += nl) {
+    const auto x = hn::LoadU(df, src + i);
+    const auto u = hn::BitCast(du32, x);
+    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)));
+    const auto nan = hn::Or(hn::ShiftRight<16>(u), quiet);
+    const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded);
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, dst + i);  // bits <= 0xFFFF: no saturation
+  }
+  for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -314,7 +360,8 @@ const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
-          &GemmNNBf16,  &GemmTNBf16,        "fp32 FMA on rounded operands", nullptr};
+          &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
+          "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -361,6 +408,24 @@ void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
                   bool accumulate, float* C, int64_t ldc) {
   active_kernels().gemm_tn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
 }
+
+void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  active_kernels().pack_bf16(Kd, N, B, ldb, out);
+}
+
+void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                      bool accumulate, float* C, int64_t ldc) {
+  if (N > B.N || Kd > B.Kd || (Kd % 2 != 0 && Kd != B.Kd)) {
+    std::fprintf(stderr, "hanpu: gemm_packed_bf16 called with N = %lld, Kd = %lld on a packed [%lld, %lld] operand\n",
+                 static_cast<long long>(N), static_cast<long long>(Kd), static_cast<long long>(B.Kd),
+                 static_cast<long long>(B.N));
+    std::abort();
+  }
+  active_kernels().gemm_packed_bf16(M, N, Kd, A, lda, B, accumulate, C, ldc);
+}
+
+void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
+void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
 void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }

@@ -10,6 +10,10 @@
 
 #include <cstdint>
 
+namespace hanpu {
+struct Bf16Operand;  // kernels/kernel_set.h
+}
+
 namespace hanpu::simd {
 
 // Name of the Highway target in use, e.g. "AVX3" (AVX-512) or "AVX2".
@@ -34,6 +38,19 @@ void gemm_nn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
                   bool accumulate, float* C, int64_t ldc);
 void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
                   bool accumulate, float* C, int64_t ldc);
+
+// The bf16 GEMM with a right operand packed once for several products (kernels/kernel_set.h, Bf16Operand):
+// pack_bf16 packs B [Kd, N]; gemm_packed_bf16 is gemm_nn_bf16 on its rows [0, Kd) and columns [0, N), bit
+// for bit. A call outside the packed operand (N > B.N, Kd > B.Kd, or an odd Kd < B.Kd) is a programming
+// error: it aborts with a message.
+void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out);
+void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                      bool accumulate, float* C, int64_t ldc);
+
+// Row conversions between bf16 bit patterns and fp32: widening is exact; narrowing rounds to nearest, ties to
+// even, and keeps NaN a (quiet) NaN, as f32_to_bf16_bits (hanpu/tensor.h) does element by element.
+void bf16_to_f32(int64_t n, const uint16_t* src, float* dst);
+void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 
 // sum x[i]^2, i < n (fp32 lanes, reduced in double).
 double sum_squares(int64_t n, const float* x);
