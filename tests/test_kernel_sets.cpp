@@ -127,6 +127,38 @@ void check_bf16_conversions(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The decay mask of a score row against its definition in double: exact zeros above the diagonal (a from
+// column i, p beyond it), a few ulp of exp elsewhere, with and without column factors, at rows and lengths
+// around the vector width, gate cumsums down to about -190 (results in the subnormal range: absolute
+// tolerance below the smallest normal float).
+void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> gate(-3.0, 0.0);
+  for (int64_t L : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{64}}) {
+    std::vector<double> G(L);
+    double g = 0;
+    for (double& x : G) x = (g += gate(rng));
+    const std::vector<float> cf = randn(L, rng), a0 = randn(L + 1, rng), p0 = randn(L + 1, rng);
+    for (int64_t i : {int64_t{0}, L / 2, L - 1}) {
+      for (bool factors : {false, true}) {
+        std::vector<float> a = a0, p = p0;
+        ks.decay_mask_row(i, L, G.data(), factors ? cf.data() : nullptr, 0.75f, 1.5f, a.data(), p.data());
+        for (int64_t j = 0; j < L; ++j) {
+          const double m = std::exp(static_cast<double>(static_cast<float>(G[i] - G[j]))) * (factors ? cf[j] : 1.0);
+          const double wa = j < i ? a0[j] * 0.75 * m : 0.0, wp = j <= i ? p0[j] * 1.5 * m : 0.0;
+          const std::string at = " row " + std::to_string(i) + " col " + std::to_string(j) + " of " + std::to_string(L);
+          ASSERT_NEAR(a[j], wa, 1e-6 * std::fabs(wa) + 1e-37) << ks.name << " a," << at;
+          ASSERT_NEAR(p[j], wp, 1e-6 * std::fabs(wp) + 1e-37) << ks.name << " p," << at;
+        }
+        EXPECT_EQ(a[L], a0[L]) << ks.name << ": wrote past the row";
+        EXPECT_EQ(p[L], p0[L]) << ks.name << ": wrote past the row";
+        std::vector<float> only_p = p0;  // a not formed: the same p
+        ks.decay_mask_row(i, L, G.data(), factors ? cf.data() : nullptr, 0.75f, 1.5f, nullptr, only_p.data());
+        EXPECT_EQ(only_p, p) << ks.name;
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -272,6 +304,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_column_split(ks, rng);
     check_packed_bf16(ks, rng);
     check_bf16_conversions(ks, rng);
+    check_decay_mask(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

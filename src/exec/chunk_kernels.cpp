@@ -245,27 +245,12 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
     if (need_a) scores(r1 - r0, r1, in.k.data() + r0 * K, A + r0 * C);
     if (need_p) scores(r1 - r0, r1, in.q.data() + r0 * K, P + r0 * C);
   }
-  // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double.
+  // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double. Raw rows: the
+  // l2norm / scale factors of row i (in beta_k and fq) and of column j (fk).
   const double* G = in.G.data();
   for (int64_t i = 0; i < L; ++i) {
-    float* m = scratch;
-    for (int64_t j = 0; j <= i; ++j) m[j] = static_cast<float>(G[i] - G[j]);
-    simd::exp_f32(i + 1, m, m);
-    float* a = A + i * C;
-    float* pr = P + i * C;
-    const float b = in.beta_k()[i];
-    if (in.raw_qk) {  // raw rows: the l2norm / scale factors of row i (in b and fq) and column j
-      for (int64_t j = 0; j <= i; ++j) m[j] *= in.fk[j];
-    }
-    if (need_a) {
-      for (int64_t j = 0; j < i; ++j) a[j] *= b * m[j];
-      std::fill(a + i, a + L, 0.0f);
-    }
-    if (need_p) {
-      const float fq = in.raw_qk ? in.fq[i] : 1.0f;
-      for (int64_t j = 0; j <= i; ++j) pr[j] *= fq * m[j];
-      std::fill(pr + i + 1, pr + L, 0.0f);
-    }
+    simd::decay_mask_row(i, L, G, in.raw_qk ? in.fk.data() : nullptr, in.beta_k()[i], in.raw_qk ? in.fq[i] : 1.0f,
+                         need_a ? A + i * C : nullptr, need_p ? P + i * C : nullptr);
   }
 }
 

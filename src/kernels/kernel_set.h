@@ -70,6 +70,9 @@ struct KernelSet {
   // Rows of bf16 bit patterns to fp32 (exact) and back (nearest, ties to even; NaN stays a quiet NaN).
   void (*bf16_to_f32)(int64_t n, const uint16_t* src, float* dst);
   void (*f32_to_bf16)(int64_t n, const float* src, uint16_t* dst);
+  // Row i of a GDN chunk's decay-masked scores (simd.h decay_mask_row), exp as exp_f32 computes it.
+  void (*decay_mask_row)(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a,
+                         float* p);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -107,13 +107,26 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
+void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
+  for (int64_t j = 0; j < L; ++j) {
+    float m = 0.0f;
+    if (j <= i) {
+      const float x = static_cast<float>(G[i] - G[j]);
+      exp_f32(1, &x, &m);
+      if (cf) m *= cf[j];
+    }
+    if (a) a[j] = j < i ? a[j] * (ra * m) : 0.0f;
+    if (p) p[j] = j <= i ? p[j] * (rp * m) : 0.0f;
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          "fp32 FMA on rounded operands", nullptr};
+          &decay_mask_row, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

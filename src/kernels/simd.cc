@@ -127,6 +127,40 @@ void ExpF32(int64_t n, const float* x, float* y) {
   for (; i < n; ++i) hn::StoreU(hn::Exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
 }
 
+// One lane group of DecayMaskRow at columns [j, j + Lanes(d32)): m = exp(float(G_i - G_j)) (cf_j), then
+// a_j *= ra m for j < i and p_j *= rp m for j <= i, zero beyond. D64 and D32 have the same lane count.
+template <class D64, class D32>
+HWY_INLINE void DecayMaskLanes(D64 d64, D32 d32, int64_t i, int64_t j, double gi, const double* G, const float* cf,
+                               float ra, float rp, float* a, float* p) {
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d32));
+  if (j > i) {  // wholly above the diagonal
+    if (a) hn::StoreU(hn::Zero(d32), d32, a + j);
+    if (p) hn::StoreU(hn::Zero(d32), d32, p + j);
+    return;
+  }
+  auto m = hn::Exp(d32, hn::DemoteTo(d32, hn::Sub(hn::Set(d64, gi), hn::LoadU(d64, G + j))));
+  if (cf) m = hn::Mul(m, hn::LoadU(d32, cf + j));
+  if (a) {
+    const auto below = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i - j)));
+    hn::StoreU(hn::IfThenElseZero(below, hn::Mul(hn::LoadU(d32, a + j), hn::Mul(hn::Set(d32, ra), m))), d32, a + j);
+  }
+  if (p) {
+    const auto upto = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i + 1 - j)));
+    hn::StoreU(hn::IfThenElseZero(upto, hn::Mul(hn::LoadU(d32, p + j), hn::Mul(hn::Set(d32, rp), m))), d32, p + j);
+  }
+}
+
+void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<float, decltype(d64)> d32;
+  const hn::CappedTag<double, 1> d64_1;
+  const hn::CappedTag<float, 1> d32_1;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d64));
+  int64_t j = 0;
+  for (; j + nl <= L; j += nl) DecayMaskLanes(d64, d32, i, j, G[i], G, cf, ra, rp, a, p);
+  for (; j < L; ++j) DecayMaskLanes(d64_1, d32_1, i, j, G[i], G, cf, ra, rp, a, p);
+}
+
 // Twelve independent FMA chains held in registers: the core's fp32 multiply-add throughput with no memory
 // traffic. Returns the flops executed (2 per lane per FMA).
 double FmaPeak(int64_t iters) {
@@ -361,7 +395,7 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          "fp32 FMA on rounded operands", nullptr};
+          &DecayMaskRow, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -426,6 +460,10 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
 
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
+
+void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
+  active_kernels().decay_mask_row(i, L, G, cf, ra, rp, a, p);
+}
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
 void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }

@@ -52,6 +52,12 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst);
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 
+// Row i of a GDN chunk's decay-masked scores, in place over columns j < L: with
+//   m_j = exp(float(G_i - G_j)) * (cf ? cf[j] : 1)     (G: the chunk's gate cumsums, in double)
+//   a_j <- a_j * (ra * m_j) for j < i, 0 for j >= i;    p_j <- p_j * (rp * m_j) for j <= i, 0 beyond.
+// a or p may be null (not formed).
+void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p);
+
 // sum x[i]^2, i < n (fp32 lanes, reduced in double).
 double sum_squares(int64_t n, const float* x);
 
