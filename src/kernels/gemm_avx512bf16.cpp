@@ -8,6 +8,7 @@
 //     per step (a transposed A, stored [Kd, M], is packed like B: its words are already op(A)'s pairs);
 //   B is packed to the dot-product layout: word (p, n) = (B[2p, n], B[2p + 1, n]), N padded to 16 lanes;
 //   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
+// pack_bf16 keeps B in that packed layout for gemm_packed_bf16 (several products, one conversion).
 // Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
 // mask. Every output element is one chain over p in order, whatever block it falls in, so column splits
 // give identical columns (results are bit-identical for any thread count). Off x86 there is no such set.
