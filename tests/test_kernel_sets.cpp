@@ -159,6 +159,42 @@ void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The bf16-rows forms against the float forms on the widened operands, bit for bit: B = X^T packed from bf16
+// rows, A given as bf16 rows, at even and odd Kd, odd row strides and an A that is not 4-byte aligned.
+void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
+  const auto to_bits = [](const std::vector<float>& x) {
+    std::vector<uint16_t> b(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16_bits(x[i]);
+    return b;
+  };
+  for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{128}}) {
+    for (int64_t N : {int64_t{1}, int64_t{17}, int64_t{64}}) {
+      for (int64_t lda : {Kd, Kd + 1}) {
+        const int64_t M = 9, ldx = Kd + 3;
+        const std::vector<uint16_t> X = to_bits(randn(N * ldx, rng)), A = to_bits(randn(M * lda + 1, rng));
+        // the float forms' operands: B [Kd, N] = X^T widened, A widened
+        std::vector<float> Bt(Kd * N), Af(M * lda + 1);
+        for (int64_t kd = 0; kd < Kd; ++kd) {
+          for (int64_t n = 0; n < N; ++n) Bt[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
+        }
+        for (std::size_t i = 0; i < Af.size(); ++i) Af[i] = bf16_bits_to_f32(A[i]);
+        Bf16Operand from_floats, from_rows;
+        ks.pack_bf16(Kd, N, Bt.data(), N, &from_floats);
+        ks.pack_bf16_rows_t(N, Kd, X.data(), ldx, &from_rows);
+        EXPECT_EQ(from_rows.Kd, Kd);
+        EXPECT_EQ(from_rows.N, N);
+        for (int64_t a0 : {int64_t{0}, int64_t{1}}) {  // a0 = 1: A starts at an odd bf16 offset
+          std::vector<float> want(M * N, 1.0f), got(M * N, 1.0f);
+          ks.gemm_packed_bf16(M, N, Kd, Af.data() + a0, lda, from_floats, true, want.data(), N);
+          ks.gemm_bf16_rows(M, N, Kd, A.data() + a0, lda, from_rows, true, got.data(), N);
+          ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda << " at "
+                               << a0;
+        }
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -303,6 +339,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     }
     check_column_split(ks, rng);
     check_packed_bf16(ks, rng);
+    check_bf16_rows(ks, rng);
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
     check_vector_kernels(ks, rng);

@@ -14,13 +14,13 @@ namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
     : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
-      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_) {}
+      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), qb(C_ * K_), kb(C_ * K_) {}
 
 int64_t ChunkInputs::bytes() const {
   return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + eg.size() +
                                eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size()) *
                                   sizeof(float) +
-                              G.size() * sizeof(double));
+                              G.size() * sizeof(double) + (qb.size() + kb.size()) * sizeof(uint16_t));
 }
 
 bool channel_major(const TensorView& x) {
@@ -125,6 +125,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     if (raw_qk) {
       fq[i] = rows.q_factor(q.data() + i * K);
       fk[i] = rows.k_factor(k.data() + i * K);
+      simd::f32_to_bf16(K, q.data() + i * K, qb.data() + i * K);  // exact: the rows hold bf16 values
+      simd::f32_to_bf16(K, k.data() + i * K, kb.data() + i * K);
     } else {
       rows.finish_q(q.data() + i * K);
       rows.finish_k(k.data() + i * K);
@@ -183,16 +185,25 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
+const Bf16Operand& StateOperand::packed() {
+  if (!is_packed_) {
+    simd::pack_bf16(K_, Vc_, S_, Vc_, packed_);
+    is_packed_ = true;
+  }
+  return *packed_;
+}
+
 void StateOperand::times(int64_t L, const float* X, float* out, Counters& cnt) {
   if (!cnt.bf16) {
     gemm(L, Vc_, K_, X, K_, S_, Vc_, false, out, Vc_, cnt);
     return;
   }
-  if (!is_packed_) {
-    simd::pack_bf16(K_, Vc_, S_, Vc_, packed_);
-    is_packed_ = true;
-  }
-  gemm_packed(L, Vc_, K_, X, K_, *packed_, false, out, Vc_, cnt);
+  gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt);
+}
+
+void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt) {
+  simd::gemm_bf16_rows(L, Vc_, K_, X, K_, packed(), false, out, Vc_);
+  cnt.flops += 2.0 * static_cast<double>(L) * Vc_ * K_;
 }
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
@@ -228,22 +239,31 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
     cnt.flops += kda_intra_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
     return;
   }
-  pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
-  // bf16: K^T is packed once for every row block's product.
+  // bf16: K^T is packed once for every row block's product, straight from the bf16 rows when q and k are raw.
   thread_local Bf16Operand kt_packed;
-  if (cnt.bf16) simd::pack_bf16(K, L, kt, L, &kt_packed);
-  const auto scores = [&](int64_t rows, int64_t cols, const float* X, float* out) {
-    if (cnt.bf16) {
-      gemm_packed(rows, cols, K, X, K, kt_packed, false, out, C, cnt);
+  if (in.raw_qk) {
+    simd::pack_bf16_rows_t(L, K, in.kb.data(), K, &kt_packed);
+  } else {
+    pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
+    if (cnt.bf16) simd::pack_bf16(K, L, kt, L, &kt_packed);
+  }
+  // Rows [r0, r0 + rows) of X (q or k) times the first `cols` columns of K^T.
+  const auto scores = [&](int64_t r0, int64_t rows, int64_t cols, const std::vector<float>& X,
+                          const std::vector<uint16_t>& Xb, float* out) {
+    if (in.raw_qk) {
+      simd::gemm_bf16_rows(rows, cols, K, Xb.data() + r0 * K, K, kt_packed, false, out, C);
+      cnt.flops += 2.0 * static_cast<double>(rows) * cols * K;
+    } else if (cnt.bf16) {
+      gemm_packed(rows, cols, K, X.data() + r0 * K, K, kt_packed, false, out, C, cnt);
     } else {
-      gemm(rows, cols, K, X, K, kt, L, false, out, C, cnt);
+      gemm(rows, cols, K, X.data() + r0 * K, K, kt, L, false, out, C, cnt);
     }
   };
   // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1).
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    if (need_a) scores(r1 - r0, r1, in.k.data() + r0 * K, A + r0 * C);
-    if (need_p) scores(r1 - r0, r1, in.q.data() + r0 * K, P + r0 * C);
+    if (need_a) scores(r0, r1 - r0, r1, in.k, in.kb, A + r0 * C);
+    if (need_p) scores(r0, r1 - r0, r1, in.q, in.qb, P + r0 * C);
   }
   // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double. Raw rows: the
   // l2norm / scale factors of row i (in beta_k and fq) and of column j (fk).

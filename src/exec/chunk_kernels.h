@@ -80,6 +80,7 @@ struct ChunkInputs {
   // (bk = beta o fk). Without raw rows, q and k are finished as usual and there are no factors.
   bool raw_qk = false;
   std::vector<float> fq, fk, bk;
+  std::vector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands
   const float* q_factors() const { return raw_qk ? fq.data() : nullptr; }  // a scale_rows rowscale
   const float* k_factors() const { return raw_qk ? fk.data() : nullptr; }
   const float* beta_k() const { return raw_qk ? bk.data() : beta.data(); }  // beta o fk, or beta
@@ -141,12 +142,15 @@ class StateOperand {
   StateOperand(const float* S, int64_t K, int64_t Vc, Bf16Operand* packed) : S_(S), K_(K), Vc_(Vc), packed_(packed) {}
   // out [L, Vc] = X [L, K] S.
   void times(int64_t L, const float* X, float* out, Counters& cnt);
+  // The same for X given as bf16 rows (bf16 mode only).
+  void times(int64_t L, const uint16_t* X, float* out, Counters& cnt);
 
  private:
   const float* S_;
   int64_t K_, Vc_;
   Bf16Operand* packed_;
   bool is_packed_ = false;
+  const Bf16Operand& packed();
 };
 
 }  // namespace hanpu

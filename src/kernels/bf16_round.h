@@ -56,4 +56,26 @@ inline void gemm_packed_bf16_by_rounding(GemmFn f32, int64_t M, int64_t N, int64
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
 }
 
+// The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows): widened to fp32, which
+// is exact, so they are the rounding forms above on the widened operands.
+inline void pack_bf16_rows_t_by_widening(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  out->data.resize(static_cast<std::size_t>(Kd * N));
+  for (int64_t kd = 0; kd < Kd; ++kd) {
+    for (int64_t n = 0; n < N; ++n) out->data[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
+  }
+  out->Kd = Kd;
+  out->N = N;
+  out->ld = N;
+}
+
+inline void gemm_bf16_rows_by_widening(GemmFn f32, int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
+                                       const Bf16Operand& B, bool acc, float* C, int64_t ldc) {
+  thread_local std::vector<float> a;
+  a.resize(static_cast<std::size_t>(M * Kd));
+  for (int64_t r = 0; r < M; ++r) {
+    for (int64_t c = 0; c < Kd; ++c) a[r * Kd + c] = bf16_bits_to_f32(A[r * lda + c]);
+  }
+  f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
+}
+
 }  // namespace hanpu

@@ -25,6 +25,9 @@ namespace hanpu {
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
 
+// A's words may be read straight from bf16 rows (gemm_rows): a 32-bit view of 16-bit storage.
+using Word = uint32_t __attribute__((may_alias));
+
 constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
 constexpr int64_t kLanes = 16;
 
@@ -83,7 +86,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, in
 // C[MR rows, NV vectors] (+)= Ap rows . Bp columns over Kp words, A's word (r, p) at Ap[r * ars + p * aps];
 // the last vector's stores and loads are masked to `last` columns.
 template <int MR, int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const uint32_t* Ap, int64_t ars,
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const Word* Ap, int64_t ars,
                                                                          int64_t aps, const uint32_t* Bp, int64_t Np,
                                                                          bool accumulate, float* C, int64_t ldc,
                                                                          __mmask16 last) {
@@ -110,7 +113,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t
 }
 
 template <int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const uint32_t* Ap, int64_t ars,
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const Word* Ap, int64_t ars,
                                                                  int64_t aps, const uint32_t* Bp, int64_t Np,
                                                                  bool accumulate, float* C, int64_t ldc,
                                                                  __mmask16 last) {
@@ -124,7 +127,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int6
 // C[M, N] (+)= op(A) B over Kp word steps from packed A words (ars, aps as in block) and packed B (row
 // stride Np words): 2-vector column blocks, then 16-column vectors with the tail masked.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int64_t Kp,
-                                                                     const uint32_t* ap, int64_t ars, int64_t aps,
+                                                                     const Word* ap, int64_t ars, int64_t aps,
                                                                      const uint32_t* bp, int64_t Np, bool accumulate,
                                                                      float* C, int64_t ldc) {
   int64_t j = 0;
@@ -187,6 +190,49 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
            ldc);
 }
 
+// One pair word of a bf16 row: (x[2p], x[2p + 1]), the high half zero past Kd.
+inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
+  return x[2 * p] | (2 * p + 1 < Kd ? static_cast<uint32_t>(x[2 * p + 1]) << 16 : 0u);
+}
+
+// B = X^T for bf16 rows X [N, Kd]: word (p, n) = (X[n, 2p], X[n, 2p + 1]), a 32-bit transpose of the rows'
+// pairs; padding columns [N, ld) zero, as pack_b leaves them.
+void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
+  out->Kd = Kd;
+  out->N = N;
+  out->ld = Np;
+  out->data.resize(static_cast<std::size_t>(Kp * Np));
+  uint32_t* w = reinterpret_cast<uint32_t*>(out->data.data());
+  for (int64_t p = 0; p < Kp; ++p) {
+    for (int64_t n = N; n < Np; ++n) w[p * Np + n] = 0;
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    const uint16_t* x = X + n * ldx;
+    for (int64_t p = 0; p < Kp; ++p) w[p * Np + n] = pair_word(x, p, Kd);
+  }
+}
+
+// A as bf16 rows: with even Kd and an even row stride on a 4-byte boundary the rows are their own words
+// (no copy); otherwise the pairs are copied with the odd tail zero-padded.
+void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool accumulate,
+               float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t Kp = (Kd + 1) / 2;
+  const Word* ap = reinterpret_cast<const Word*>(A);
+  int64_t ars = lda / 2;
+  if (Kd % 2 != 0 || lda % 2 != 0 || reinterpret_cast<uintptr_t>(A) % 4 != 0) {
+    thread_local std::vector<uint32_t> abuf;
+    uint32_t* w = words(&abuf, M * Kp);
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t p = 0; p < Kp; ++p) w[r * Kp + p] = pair_word(A + r * lda, p, Kd);
+    }
+    ap = w;
+    ars = Kp;
+  }
+  multiply(M, N, Kp, ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld, accumulate, C, ldc);
+}
+
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_peak(int64_t iters) {
   __m512 acc[12];
@@ -217,6 +263,8 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.gemm_tn_bf16 = &gemm_bf16<true>;
     k.pack_bf16 = &pack_operand;
     k.gemm_packed_bf16 = &gemm_packed;
+    k.pack_bf16_rows_t = &pack_rows_t;
+    k.gemm_bf16_rows = &gemm_rows;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;
     out->insert(out->begin(), k);

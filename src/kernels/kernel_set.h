@@ -73,6 +73,12 @@ struct KernelSet {
   // Row i of a GDN chunk's decay-masked scores (simd.h decay_mask_row), exp as exp_f32 computes it.
   void (*decay_mask_row)(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a,
                          float* p);
+  // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k
+  // as loaded): pack_bf16_rows_t packs B = X^T for X [N, Kd] (row stride ldx), as pack_bf16 would pack the
+  // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit.
+  void (*pack_bf16_rows_t)(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
+  void (*gemm_bf16_rows)(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                         bool acc, float* C, int64_t ldc);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -120,13 +120,18 @@ void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, floa
   }
 }
 
+void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
+                    float* C, int64_t ldc) {
+  gemm_bf16_rows_by_widening(&gemm<false>, M, N, Kd, A, lda, B, acc, C, ldc);
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, "fp32 FMA on rounded operands", nullptr};
+          &decay_mask_row, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

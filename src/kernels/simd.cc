@@ -387,6 +387,11 @@ void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
+void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                  bool accumulate, float* C, int64_t ldc) {
+  gemm_bf16_rows_by_widening(&GemmNN, M, N, Kd, A, lda, B, accumulate, C, ldc);
+}
+
 int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -395,7 +400,7 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, "fp32 FMA on rounded operands", nullptr};
+          &DecayMaskRow, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -447,14 +452,19 @@ void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* 
   active_kernels().pack_bf16(Kd, N, B, ldb, out);
 }
 
-void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
-                      bool accumulate, float* C, int64_t ldc) {
+// A packed product outside its operand is a programming error: say so and stop.
+static void check_packed_call(int64_t N, int64_t Kd, const Bf16Operand& B) {
   if (N > B.N || Kd > B.Kd || (Kd % 2 != 0 && Kd != B.Kd)) {
-    std::fprintf(stderr, "hanpu: gemm_packed_bf16 called with N = %lld, Kd = %lld on a packed [%lld, %lld] operand\n",
+    std::fprintf(stderr, "hanpu: packed bf16 product called with N = %lld, Kd = %lld on a packed [%lld, %lld] operand\n",
                  static_cast<long long>(N), static_cast<long long>(Kd), static_cast<long long>(B.Kd),
                  static_cast<long long>(B.N));
     std::abort();
   }
+}
+
+void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                      bool accumulate, float* C, int64_t ldc) {
+  check_packed_call(N, Kd, B);
   active_kernels().gemm_packed_bf16(M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
@@ -463,6 +473,16 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().
 
 void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
   active_kernels().decay_mask_row(i, L, G, cf, ra, rp, a, p);
+}
+
+void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  active_kernels().pack_bf16_rows_t(N, Kd, X, ldx, out);
+}
+
+void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                    bool accumulate, float* C, int64_t ldc) {
+  check_packed_call(N, Kd, B);
+  active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }

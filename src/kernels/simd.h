@@ -47,6 +47,13 @@ void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* 
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                       bool accumulate, float* C, int64_t ldc);
 
+// The same for operands already in bf16 (rows of bf16 bit patterns): B = X^T packed from X [N, Kd], and the
+// packed product with A given as bf16 rows (kernels/kernel_set.h); bit-identical to the forms above on the
+// widened operands.
+void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
+void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                    bool accumulate, float* C, int64_t ldc);
+
 // Row conversions between bf16 bit patterns and fp32: widening is exact; narrowing rounds to nearest, ties to
 // even, and keeps NaN a (quiet) NaN, as f32_to_bf16_bits (hanpu/tensor.h) does element by element.
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst);
