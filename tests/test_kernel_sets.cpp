@@ -170,7 +170,7 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{128}}) {
     for (int64_t N : {int64_t{1}, int64_t{17}, int64_t{64}}) {
       for (int64_t lda : {Kd, Kd + 1}) {
-        const int64_t M = 9, ldx = Kd + 3;
+        const int64_t M = 9, ldx = lda == Kd ? Kd + Kd % 2 : Kd + 3;  // even (rows are words) or odd strides
         const std::vector<uint16_t> X = to_bits(randn(N * ldx, rng)), A = to_bits(randn(M * lda + 1, rng));
         // the float forms' operands: B [Kd, N] = X^T widened, A widened
         std::vector<float> Bt(Kd * N), Af(M * lda + 1);
@@ -190,6 +190,32 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
           ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda << " at "
                                << a0;
         }
+      }
+    }
+  }
+}
+
+// Decay factors from cumsums against the double definition: row strides of 0 (one row repeated) and a
+// null subtrahend, column tails, differences down to underflow.
+void check_exp_diff(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-120.0, 0.0);
+  for (int64_t cols : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}}) {
+    const int64_t rows = 5;
+    std::vector<double> Ga(rows * cols), Gb(rows * cols);
+    for (double& x : Ga) x = u(rng);
+    for (double& x : Gb) x = u(rng) / 4;
+    for (int64_t sa : {int64_t{0}, cols}) {
+      for (bool sub : {false, true}) {
+        std::vector<float> out(rows * cols + 1, 5.0f);
+        ks.exp_diff(rows, cols, Ga.data(), sa, sub ? Gb.data() : nullptr, cols, out.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t d = 0; d < cols; ++d) {
+            const double x = static_cast<float>(Ga[r * sa + d] - (sub ? Gb[r * cols + d] : 0.0));
+            const double want = std::exp(x);
+            ASSERT_NEAR(out[r * cols + d], want, 1e-6 * want + 1e-37) << ks.name << " exp_diff " << r << "," << d;
+          }
+        }
+        EXPECT_EQ(out[rows * cols], 5.0f) << ks.name << ": wrote past the rows";
       }
     }
   }
@@ -342,6 +368,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_bf16_rows(ks, rng);
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
+    check_exp_diff(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

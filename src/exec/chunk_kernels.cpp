@@ -139,16 +139,9 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   // Exponents are differences taken in double, then rounded to float for the vector exp: all <= 0 for
   // non-positive gates (exp(G), exp(G_last - G)).
   const double* gl = G.data() + (L - 1) * w;
-  for (int64_t i = 0; i < L; ++i) {
-    for (int64_t d = 0; d < w; ++d) {
-      eg[i * w + d] = static_cast<float>(G[i * w + d]);
-      eg_last[i * w + d] = static_cast<float>(gl[d] - G[i * w + d]);
-    }
-  }
-  for (int64_t d = 0; d < w; ++d) g_last[d] = static_cast<float>(gl[d]);
-  simd::exp_f32(L * w, eg.data(), eg.data());
-  simd::exp_f32(L * w, eg_last.data(), eg_last.data());
-  simd::exp_f32(w, g_last.data(), g_last.data());
+  simd::exp_diff(L, w, G.data(), w, nullptr, 0, eg.data());
+  simd::exp_diff(L, w, gl, 0, G.data(), w, eg_last.data());
+  simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last.data());
   if (raw_qk) {
     for (int64_t i = 0; i < L; ++i) bk[i] = beta[i] * fk[i];
   }

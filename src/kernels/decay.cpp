@@ -84,10 +84,7 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
   float* kr = e + B * K;      // [B, K]
   float* qr = kr + B * K;     // [B, K]
   auto exp_diff = [&](int64_t rows, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t d = 0; d < K; ++d) out[r * K + d] = static_cast<float>(Ga[r * sa + d] - Gb[r * sb + d]);
-    }
-    simd::exp_f32(rows * K, out, out);
+    simd::exp_diff(rows, K, Ga, sa, Gb, sb, out);
   };
   for (int64_t r0 = 0; r0 < L; r0 += B) {
     const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;

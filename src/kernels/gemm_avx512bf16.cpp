@@ -17,6 +17,7 @@
 #endif
 
 #include <cstdint>
+#include <climits>
 #include <vector>
 
 #include "kernels/kernel_set.h"
@@ -196,20 +197,36 @@ inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
 }
 
 // B = X^T for bf16 rows X [N, Kd]: word (p, n) = (X[n, 2p], X[n, 2p + 1]), a 32-bit transpose of the rows'
-// pairs; padding columns [N, ld) zero, as pack_b leaves them.
-void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+// pairs; padding columns [N, ld) zero, as pack_b leaves them. With even Kd and an even row stride on a
+// 4-byte boundary the rows are words and each 16 columns of a word row are one gather; otherwise word by
+// word with the odd tail zero-padded.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X,
+                                                                        int64_t ldx, Bf16Operand* out) {
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
   out->Kd = Kd;
   out->N = N;
   out->ld = Np;
   out->data.resize(static_cast<std::size_t>(Kp * Np));
   uint32_t* w = reinterpret_cast<uint32_t*>(out->data.data());
-  for (int64_t p = 0; p < Kp; ++p) {
-    for (int64_t n = N; n < Np; ++n) w[p * Np + n] = 0;
+  const bool words_in_place = Kd % 2 == 0 && ldx % 2 == 0 && reinterpret_cast<uintptr_t>(X) % 4 == 0 &&
+                              ldx / 2 * (Np - 1) <= INT32_MAX;
+  if (!words_in_place) {
+    for (int64_t p = 0; p < Kp; ++p) {
+      for (int64_t n = 0; n < Np; ++n) w[p * Np + n] = n < N ? pair_word(X + n * ldx, p, Kd) : 0u;
+    }
+    return;
   }
-  for (int64_t n = 0; n < N; ++n) {
-    const uint16_t* x = X + n * ldx;
-    for (int64_t p = 0; p < Kp; ++p) w[p * Np + n] = pair_word(x, p, Kd);
+  const int64_t lw = ldx / 2;  // row stride in words
+  const __m512i lane_rows = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(lw)));
+  for (int64_t j = 0; j < Np; j += kLanes) {
+    const int64_t n = N - j;
+    const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+    const void* base = X + j * ldx;  // row j's first word
+    for (int64_t p = 0; p < Kp; ++p) {
+      const __m512i idx = _mm512_add_epi32(lane_rows, _mm512_set1_epi32(static_cast<int>(p)));
+      _mm512_storeu_si512(w + p * Np + j, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 4));
+    }
   }
 }
 

@@ -73,6 +73,8 @@ struct KernelSet {
   // Row i of a GDN chunk's decay-masked scores (simd.h decay_mask_row), exp as exp_f32 computes it.
   void (*decay_mask_row)(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a,
                          float* p);
+  // Decay factors from gate cumsums (simd.h exp_diff), exp as exp_f32 computes it.
+  void (*exp_diff)(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
   // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k
   // as loaded): pack_bf16_rows_t packs B = X^T for X [N, Kd] (row stride ldx), as pack_bf16 would pack the
   // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit.

@@ -125,13 +125,22 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
   gemm_bf16_rows_by_widening(&gemm<false>, M, N, Kd, A, lda, B, acc, C, ldc);
 }
 
+void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t d = 0; d < cols; ++d) {
+      const float x = static_cast<float>(Ga[r * sa + d] - (Gb ? Gb[r * sb + d] : 0.0));
+      exp_f32(1, &x, out + r * cols + d);
+    }
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, "fp32 FMA on rounded operands", nullptr};
+          &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

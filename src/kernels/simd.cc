@@ -150,6 +150,41 @@ HWY_INLINE void DecayMaskLanes(D64 d64, D32 d32, int64_t i, int64_t j, double gi
   }
 }
 
+// out[r * cols + d] = exp(float(Ga[r * sa + d] - (Gb ? Gb[r * sb + d] : 0))), the difference in double. The
+// exp runs on full float vectors: two double vectors are demoted and combined first (a float vector holds
+// twice the lanes of a double one), as many lanes per Exp as exp_f32 has.
+template <class D64, class D32>
+HWY_INLINE hn::Vec<D32> DemotedDiff(D64 d64, D32 d32, const double* a, const double* b) {
+  auto x = hn::LoadU(d64, a);
+  if (b) x = hn::Sub(x, hn::LoadU(d64, b));
+  return hn::DemoteTo(d32, x);
+}
+
+void ExpDiff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
+  const hn::CappedTag<double, 1> d64_1;
+  const hn::CappedTag<float, 1> d32_1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* a = Ga + r * sa;
+    const double* b = Gb ? Gb + r * sb : nullptr;
+    float* o = out + r * cols;
+    int64_t c = 0;
+#if HWY_TARGET != HWY_SCALAR
+    const hn::ScalableTag<float> df;
+    const hn::Half<decltype(df)> dh;
+    const hn::Repartition<double, decltype(df)> dd;
+    const int64_t nl = static_cast<int64_t>(hn::Lanes(df)), nh = static_cast<int64_t>(hn::Lanes(dh));
+    for (; c + nl <= cols; c += nl) {
+      const auto lo = DemotedDiff(dd, dh, a + c, b ? b + c : nullptr);
+      const auto hi = DemotedDiff(dd, dh, a + c + nh, b ? b + c + nh : nullptr);
+      hn::StoreU(hn::Exp(df, hn::Combine(df, hi, lo)), df, o + c);
+    }
+#endif
+    for (; c < cols; ++c) {
+      hn::StoreU(hn::Exp(d32_1, DemotedDiff(d64_1, d32_1, a + c, b ? b + c : nullptr)), d32_1, o + c);
+    }
+  }
+}
+
 void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
@@ -400,7 +435,7 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, "fp32 FMA on rounded operands", nullptr};
+          &DecayMaskRow, &ExpDiff, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -483,6 +518,10 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
                     bool accumulate, float* C, int64_t ldc) {
   check_packed_call(N, Kd, B);
   active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
+}
+
+void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
+  active_kernels().exp_diff(rows, cols, Ga, sa, Gb, sb, out);
 }
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }

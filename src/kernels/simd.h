@@ -65,6 +65,10 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 // a or p may be null (not formed).
 void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p);
 
+// out[r * cols + d] = exp(float(Ga[r * sa + d] - Gb[r * sb + d])) for r < rows, d < cols: decay factors from
+// gate cumsums, the difference taken in double (Gb null: 0; a stride of 0 repeats one row).
+void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
+
 // sum x[i]^2, i < n (fp32 lanes, reduced in double).
 double sum_squares(int64_t n, const float* x);
 
