@@ -1,6 +1,7 @@
 // hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
 //            [--trace FILE] [--plot FILE]
 // hanpu fuse --device NAME|FILE --stream FILE [--cap-us 500] [--json FILE]
+// hanpu fuse --device host --probe [--probe-rounds 1,2,5,10,20] [--reps 5] [--json FILE]
 // The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "bench/plot.h"
 #include "commands.h"
+#include "fuse/probe.h"
 #include "fuse/runtime.h"
 #include "fuse/stream.h"
 
@@ -21,6 +23,8 @@ struct FuseArgs {
   std::string device, sweep_path, json_path, trace_path, stream_path, plot_path;
   std::vector<std::string> pairs;
   std::vector<double> dma_rates;  // model devices: global-memory bytes per cycle to sweep
+  std::vector<int> probe_rounds = {1, 2, 5, 10, 20};
+  bool probe = false;
   int reps = 5;
   double cap_us = 500;
 };
@@ -59,6 +63,39 @@ int run_stream(const FuseArgs& a, const plan::Device& d) {
   return 0;
 }
 
+// The host's overlap curve on one core (fuse/probe.h): a table and JSON records.
+int run_probe(const FuseArgs& a) {
+  fuse::ProbeResult r;
+  const auto progress = [](const std::string& line) { std::fprintf(stderr, "probe: %s\n", line.c_str()); };
+  const Status st = fuse::run_overlap_probe(a.reps, a.probe_rounds, 200000, progress, &r);
+  if (!st.ok()) return fail(st.ToString());
+  std::printf("host overlap probe on one core (cpu %d), %lld steps per stream, median of %d interleaved repetitions\n",
+              r.cpu, static_cast<long long>(r.steps), a.reps);
+  std::printf("matrix lane: %s, %d per step, alone %.1f GFLOP/s\n", r.lane_name.c_str(), kProbeMatrixChains,
+              r.matrix_gflops);
+  if (!r.matrix_engine) {
+    std::printf("the matrix engine is absent: no AMX tiles on this CPU, so the matrix lane runs on the vector unit "
+                "itself; overlap here is the vector unit's own pipes sharing two instruction mixes\n");
+  }
+  std::printf("overlap = (matrix + vector - both) / min(matrix, vector): 1 hidden, 0 serial\n");
+  std::printf("%-6s %7s %11s %11s %11s %8s\n", "vector", "rounds", "matrix_us", "vector_us", "both_us", "overlap");
+  nlohmann::json points = nlohmann::json::array();
+  for (const fuse::ProbePoint& p : r.points) {
+    const char* kind = p.kind == ProbeVector::kFma ? "fma" : "exp";
+    std::printf("%-6s %7d %11.1f %11.1f %11.1f %8.2f\n", kind, p.rounds, p.matrix_us, p.vector_us, p.both_us,
+                p.overlap);
+    points.push_back({{"vector", kind}, {"rounds", p.rounds}, {"matrix_us", p.matrix_us}, {"vector_us", p.vector_us},
+                      {"both_us", p.both_us}, {"overlap", p.overlap}});
+  }
+  const std::string json = nlohmann::json({{"probe", "overlap"}, {"matrix_lane", r.lane_name},
+                                           {"matrix_engine", r.matrix_engine}, {"cpu", r.cpu}, {"steps", r.steps},
+                                           {"reps", a.reps}, {"matrix_gflops", r.matrix_gflops}, {"points", points}})
+                               .dump(2) +
+                           "\n";
+  if (!a.json_path.empty() && !write_file(a.json_path, json)) return fail("cannot write '" + a.json_path + "'");
+  return 0;
+}
+
 const char* const kGroups[4] = {"1 serial entries", "2 concurrent entries", "3 one entry, barrier",
                                 "4 one entry, concurrent"};
 
@@ -77,6 +114,13 @@ int run(const FuseArgs& a) {
   const fuse::Executor ex = a.device == "host" ? fuse::Executor::kHost : fuse::Executor::kModel;
   if (ex == fuse::Executor::kModel && !d.has_sim) {
     return fail("device '" + d.name + "' has no \"sim\" section (the NPU model needs one; use host for this CPU)");
+  }
+  if (a.probe) {
+    if (ex != fuse::Executor::kHost) return fail("--probe measures this CPU: give --device host");
+    if (!a.pairs.empty() || !a.sweep_path.empty() || !a.stream_path.empty()) {
+      return fail("--probe runs alone: drop --pair, --sweep and --stream");
+    }
+    return run_probe(a);
   }
   if (!a.stream_path.empty()) {
     if (ex == fuse::Executor::kHost) return fail("--stream runs on the NPU model: give a model device");
@@ -196,6 +240,12 @@ Runner add_fuse_command(CLI::App& app) {
                  "(e.g. 8,16,32,64,128: Hexagon's 32 is an estimate) and print the gains side by side")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  app.add_flag("--probe", a->probe,
+               "host: the one-core overlap curve of the matrix lane's instructions and vector work interleaved in "
+               "one instruction stream (FMA rounds and exp rounds)");
+  app.add_option("--probe-rounds", a->probe_rounds, "--probe: vector rounds per matrix step (default 1,2,5,10,20)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 10000));
   app.add_option("--json", a->json_path, "Also write one record per pair");
   app.add_option("--trace", a->trace_path, "Write group 4's Chrome/Perfetto trace (one pair only)");
   app.add_option("--plot", a->plot_path, "Write an SVG of the pairs' group makespans relative to group 1");

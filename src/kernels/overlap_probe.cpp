@@ -1,0 +1,100 @@
+// The one-core overlap probe's instruction streams (kernels/overlap_probe.h). Intrinsics under target
+// attributes, run only after the run-time checks in probe_matrix_lane; off x86 there is no probe.
+//
+// A step is kProbeMatrixChains matrix instructions on independent accumulators (VDPBF16PS: 16 lanes x 2
+// products, 64 flops each; or VFMADD on fp32: 32 flops) followed by `rounds` rounds of vector work on
+// independent registers: 8 FMAs (kFma), or the exp of 2 registers (kExp: range reduction, a degree-6
+// polynomial by Horner, VSCALEF — the instruction mix of a softmax's exp). Everything stays in the 32
+// vector registers (12 + 8 chains and 4 operands; more would spill to the stack and time the stack), so
+// the streams measure the core's execution units, not memory.
+#include "kernels/overlap_probe.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace hanpu {
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+
+template <ProbeLane Lane>
+__attribute__((target("avx512f,avx512bf16"))) inline void matrix_step(__m512* m, __m512i a, __m512i b, __m512 c) {
+  for (int k = 0; k < kProbeMatrixChains; ++k) {
+    if constexpr (Lane == ProbeLane::kBf16Dot) {
+      m[k] = _mm512_dpbf16_ps(m[k], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+    } else {
+      m[k] = _mm512_fmadd_ps(m[k], c, c);
+    }
+  }
+}
+
+constexpr int kFmaChains = 8, kExpRegisters = 2;
+
+// exp(x) for kExpRegisters registers in place: x = n ln2 + f, |f| <= ln2 / 2, exp(f) by its Taylor polynomial to f^6.
+__attribute__((target("avx512f"))) inline void exp_in_place(__m512* x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2 = _mm512_set1_ps(-0.693147181f);
+  const float coef[7] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+  for (int k = 0; k < kExpRegisters; ++k) {
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x[k], log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_fmadd_ps(n, ln2, x[k]);
+    __m512 p = _mm512_set1_ps(coef[0]);
+    for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(coef[i]));
+    x[k] = _mm512_scalef_ps(p, n);
+  }
+}
+
+template <ProbeLane Lane>
+__attribute__((target("avx512f,avx512bf16"))) double run(bool matrix, int rounds, ProbeVector kind, int64_t steps) {
+  __m512 m[kProbeMatrixChains], v[kFmaChains];
+  for (int k = 0; k < kProbeMatrixChains; ++k) m[k] = _mm512_set1_ps(static_cast<float>(k));
+  for (int k = 0; k < kFmaChains; ++k) v[k] = _mm512_set1_ps(-0.001f * static_cast<float>(k + 1));
+  // bf16 (1, 1) . (2^-7, 2^-7) and an fp32 factor just under 1: every chain stays finite and normal.
+  const __m512i a = _mm512_set1_epi32(0x3F803F80), b = _mm512_set1_epi32(0x3C003C00);
+  const __m512 c = _mm512_set1_ps(0.999999f), d = _mm512_set1_ps(1e-7f);
+  for (int64_t s = 0; s < steps; ++s) {
+    if (matrix) matrix_step<Lane>(m, a, b, c);
+    for (int r = 0; r < rounds; ++r) {
+      if (kind == ProbeVector::kFma) {
+        for (int k = 0; k < kFmaChains; ++k) v[k] = _mm512_fmadd_ps(v[k], c, d);
+      } else {
+        exp_in_place(v);
+        for (int k = 0; k < kExpRegisters; ++k) v[k] = _mm512_mul_ps(v[k], _mm512_set1_ps(-1e-3f));  // back near 0
+      }
+    }
+  }
+  __m512 sum = _mm512_setzero_ps();
+  for (int k = 0; k < kProbeMatrixChains; ++k) sum = _mm512_add_ps(sum, m[k]);
+  for (int k = 0; k < kFmaChains; ++k) sum = _mm512_add_ps(sum, v[k]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, sum);
+  return static_cast<double>(out[0]);
+}
+
+}  // namespace
+
+ProbeLane probe_matrix_lane() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return ProbeLane::kNone;
+  return __builtin_cpu_supports("avx512bf16") ? ProbeLane::kBf16Dot : ProbeLane::kFp32Fma;
+}
+
+double probe_stream(ProbeLane lane, bool matrix, int rounds, ProbeVector kind, int64_t steps) {
+  switch (lane) {
+    case ProbeLane::kBf16Dot: return run<ProbeLane::kBf16Dot>(matrix, rounds, kind, steps);
+    case ProbeLane::kFp32Fma: return run<ProbeLane::kFp32Fma>(matrix, rounds, kind, steps);
+    default: return 0;
+  }
+}
+
+#else
+ProbeLane probe_matrix_lane() { return ProbeLane::kNone; }
+double probe_stream(ProbeLane, bool, int, ProbeVector, int64_t) { return 0; }
+#endif
+
+double probe_matrix_flops(ProbeLane lane, int64_t steps) {
+  const double per_instruction = lane == ProbeLane::kBf16Dot ? 64.0 : lane == ProbeLane::kFp32Fma ? 32.0 : 0.0;
+  return per_instruction * kProbeMatrixChains * static_cast<double>(steps);
+}
+
+}  // namespace hanpu
