@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "hanpu/layer.h"
+#include "kernels/overlap_probe.h"
 #include "layer/random_weights.h"
 #include "plan/device.h"
 #include "test_util.h"
@@ -238,6 +239,26 @@ TEST(Cli, FuseSweepsTheDmaRate) {
   EXPECT_NE(log.find("sweep: gain of group 4 over group 2 per DMA rate"), std::string::npos);
   EXPECT_EQ(run_cli("fuse --device host --pair gemm:64x64x64,softmax:64x64 --dma-rates 8", &log), 2);
   EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:64x64x64:f16,softmax:64x64:f16 --dma-rates 0", &log), 2);
+}
+
+// `hanpu fuse --device host --probe`: one record per (vector kind, rounds), the lane named, the absent matrix
+// engine said where the lane is the vector unit; refused on a model device or beside a pair.
+TEST(Cli, FuseProbeReportsTheOverlapCurve) {
+  if (probe_matrix_lane() == ProbeLane::kNone) GTEST_SKIP() << "this CPU has no AVX-512: there is no lane to probe";
+  const std::string json_path = temp("probe.json");
+  std::string log;
+  ASSERT_EQ(run_cli("fuse --device host --probe --probe-rounds 1,4 --reps 1 --json " + json_path, &log), 0) << log;
+  std::ifstream f(json_path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["points"].size(), 4u);
+  EXPECT_EQ(j["points"][1]["rounds"].get<int>(), 4);
+  EXPECT_EQ(j["points"][2]["vector"].get<std::string>(), "exp");
+  EXPECT_FALSE(j["matrix_engine"].get<bool>());
+  EXPECT_NE(log.find("the matrix engine is absent"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("fuse --device ascend-310p --probe", &log), 2);
+  EXPECT_NE(log.find("give --device host"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("fuse --device host --probe --pair gemm:64x64x64,softmax:64x64", &log), 2);
+  EXPECT_EQ(run_cli("fuse --device host --probe --probe-rounds 0", &log), 2);
 }
 
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
