@@ -16,13 +16,17 @@ namespace hanpu {
 // x rounded to the nearest bf16 (ties to even; NaN stays NaN), as an fp32.
 inline float round_bf16(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
 
-// dst[r * cols + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols (dst contiguous).
-inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, std::vector<float>* dst) {
-  dst->resize(static_cast<std::size_t>(rows * cols));
-  float* d = dst->data();
+// d[r * cols + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols (d contiguous, rows * cols).
+inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, float* d) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = round_bf16(src[r * lds + c]);
   }
+}
+
+// The same into a per-thread copy, sized to fit.
+inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, std::vector<float>* dst) {
+  dst->resize(static_cast<std::size_t>(rows * cols));
+  round_block_bf16(rows, cols, src, lds, dst->data());
 }
 
 using GemmFn = void (*)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
@@ -41,10 +45,7 @@ inline void gemm_bf16_by_rounding(GemmFn f32, bool trans_a, int64_t M, int64_t N
 
 // The portable packed operand (KernelSet::pack_bf16): B rounded into [Kd, N] fp32 rows (ld = N).
 inline void pack_bf16_by_rounding(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
-  round_block_bf16(Kd, N, B, ldb, &out->data);
-  out->Kd = Kd;
-  out->N = N;
-  out->ld = N;
+  round_block_bf16(Kd, N, B, ldb, out->reshape(Kd, N, N, Kd * N));
 }
 
 // C = (acc ? C : 0) + bf16(A) B[:Kd, :N] on a portably packed B through the fp32 GEMM `f32` (gemm_nn):
@@ -59,13 +60,10 @@ inline void gemm_packed_bf16_by_rounding(GemmFn f32, int64_t M, int64_t N, int64
 // The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows): widened to fp32, which
 // is exact, so they are the rounding forms above on the widened operands.
 inline void pack_bf16_rows_t_by_widening(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
-  out->data.resize(static_cast<std::size_t>(Kd * N));
+  float* d = out->reshape(Kd, N, N, Kd * N);
   for (int64_t kd = 0; kd < Kd; ++kd) {
-    for (int64_t n = 0; n < N; ++n) out->data[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
+    for (int64_t n = 0; n < N; ++n) d[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
   }
-  out->Kd = Kd;
-  out->N = N;
-  out->ld = N;
 }
 
 inline void gemm_bf16_rows_by_widening(GemmFn f32, int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,

@@ -175,11 +175,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M,
 // The packed operand (KernelSet::pack_bf16): pack_b's words, rows of ld = ceil16(N) words.
 void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  out->Kd = Kd;
-  out->N = N;
-  out->ld = Np;
-  out->data.resize(static_cast<std::size_t>(Kp * Np));
-  pack_b(N, Kd, B, ldb, Np, reinterpret_cast<uint32_t*>(out->data.data()));
+  pack_b(N, Kd, B, ldb, Np, reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np)));
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
@@ -203,11 +199,7 @@ inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X,
                                                                         int64_t ldx, Bf16Operand* out) {
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  out->Kd = Kd;
-  out->N = N;
-  out->ld = Np;
-  out->data.resize(static_cast<std::size_t>(Kp * Np));
-  uint32_t* w = reinterpret_cast<uint32_t*>(out->data.data());
+  uint32_t* w = reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np));
   const bool words_in_place = Kd % 2 == 0 && ldx % 2 == 0 && reinterpret_cast<uintptr_t>(X) % 4 == 0 &&
                               ldx / 2 * (Np - 1) <= INT32_MAX;
   if (!words_in_place) {

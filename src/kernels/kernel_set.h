@@ -24,6 +24,14 @@ namespace hanpu {
 struct Bf16Operand {
   int64_t Kd = 0, N = 0, ld = 0;
   std::vector<float> data;  // the set's words (bf16 pairs are stored in the bytes of floats)
+  // Sets the shape and sizes the storage to `words` elements, for a packing to fill; returns the storage.
+  float* reshape(int64_t kd, int64_t n, int64_t row_stride, int64_t words) {
+    Kd = kd;
+    N = n;
+    ld = row_stride;
+    data.resize(static_cast<std::size_t>(words));
+    return data.data();
+  }
 };
 
 struct KernelSet {

@@ -39,10 +39,8 @@ class RowLoader {
     finish_k(out);
   }
 
-  // The rows as stored, and the factor finish_q / finish_k would multiply them by (l2norm's
-  // 1/sqrt(sum x^2 + 1e-6) and, for q, the scale): for callers that apply it to products instead.
-  void q_raw(int64_t b, int64_t t, int64_t h, R* out) const { load_row(p_.in.q, b, t, h, p_.K, out); }
-  void k_raw(int64_t b, int64_t t, int64_t h, R* out) const { load_row(p_.in.k, b, t, h, p_.K, out); }
+  // The factor finish_q / finish_k would multiply a raw row by (l2norm's 1/sqrt(sum x^2 + 1e-6) and, for q,
+  // the scale): for callers that load rows themselves and apply it to products instead.
   R q_factor(const R* raw) const { return norm_factor(raw) * static_cast<R>(p_.scale); }
   R k_factor(const R* raw) const { return norm_factor(raw); }
 
