@@ -221,6 +221,21 @@ void check_exp_diff(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// Every row by one vector, exactly x * v per element, padding between rows untouched.
+void check_mul_rows(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t cols : {int64_t{1}, int64_t{17}, int64_t{128}}) {
+    const int64_t rows = 5, ldx = cols + 2;
+    const std::vector<float> X0 = randn(rows * ldx, rng), v = randn(cols, rng);
+    std::vector<float> X = X0;
+    ks.mul_rows(rows, cols, X.data(), ldx, v.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < ldx; ++c) {
+        ASSERT_EQ(X[r * ldx + c], c < cols ? X0[r * ldx + c] * v[c] : X0[r * ldx + c]) << ks.name << " " << r << "," << c;
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -369,6 +384,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
     check_exp_diff(ks, rng);
+    check_mul_rows(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

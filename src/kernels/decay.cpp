@@ -111,7 +111,7 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
       const int64_t nj = i - r0 + 1;
       if (i > r0) {
         exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
-        for (int64_t j = 0; j + 1 < nj; ++j) simd::scale_rows(1, K, D + j * K, K, qr, K, nullptr, D + j * K, K);
+        simd::mul_rows(nj - 1, K, D, K, qr);
       }
       std::fill(D + (nj - 1) * K, D + nj * K, 1.0f);
       simd::scale_rows(nj, K, Kc + r0 * K, K, D, K, nullptr, e, K);  // k_j o exp(G_i - G_j)

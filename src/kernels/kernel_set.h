@@ -83,6 +83,8 @@ struct KernelSet {
                          float* p);
   // Decay factors from gate cumsums (simd.h exp_diff), exp as exp_f32 computes it.
   void (*exp_diff)(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
+  // X[r, c] *= v[c]: every row by one vector (simd.h mul_rows).
+  void (*mul_rows)(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v);
   // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k
   // as loaded): pack_bf16_rows_t packs B = X^T for X [N, Kd] (row stride ldx), as pack_bf16 would pack the
   // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit.

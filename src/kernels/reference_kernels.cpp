@@ -134,13 +134,20 @@ void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const do
   }
 }
 
+void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) X[r * ldx + c] *= v[c];
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, "fp32 FMA on rounded operands", nullptr};
+          &decay_mask_row, &exp_diff, &mul_rows, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows,
+          "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -242,6 +242,20 @@ void ScaleRows(int64_t rows, int64_t cols, const float* src, int64_t lds, const 
   }
 }
 
+// X[r, c] *= v[c] for r < rows, c < cols: every row by one vector (x * v, as ScaleRows's per-element form
+// computes it with no row factor).
+void MulRows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = X + r * ldx;
+    int64_t c = 0;
+    for (; c + nl <= cols; c += nl) hn::StoreU(hn::Mul(hn::LoadU(d, x + c), hn::LoadU(d, v + c)), d, x + c);
+    for (; c < cols; ++c) hn::StoreU(hn::Mul(hn::LoadU(d1, x + c), hn::LoadU(d1, v + c)), d1, x + c);
+  }
+}
+
 // out[i, j] = beta[i] * (v[i, j] - ks[i, j]).
 void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out) {
   const hn::ScalableTag<float> d;
@@ -435,7 +449,8 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, &ExpDiff, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, "fp32 FMA on rounded operands", nullptr};
+          &DecayMaskRow, &ExpDiff, &MulRows, &pack_bf16_rows_t_by_widening, &GemmBf16Rows,
+          "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -522,6 +537,10 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
 
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
   active_kernels().exp_diff(rows, cols, Ga, sa, Gb, sb, out);
+}
+
+void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
+  active_kernels().mul_rows(rows, cols, X, ldx, v);
 }
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }

@@ -82,6 +82,9 @@ void exp_f32(int64_t n, const float* x, float* y);
 void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                 const float* rowscale, float* dst, int64_t ldd);
 
+// X[r, c] *= v[c] for r < rows, c < cols (row stride ldx): every row by one vector.
+void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v);
+
 // out[i, j] = beta[i] * (v[i, j] - ks[i, j]) over contiguous [rows, cols] matrices.
 void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out);
 
