@@ -28,5 +28,22 @@ TEST(ThreadPool, SharedPoolsOfAnySizeRunEachWorkerOnceAndBarrierTogether) {
   EXPECT_EQ(&shared_pool(3), &shared_pool(3));  // one handle per size, over the same threads
 }
 
+// Back-to-back runs of alternating sizes: a worker left out of one run must not join the next one twice.
+// (It once could: it read a run's generation and the next run's size separately, joined the next run early
+// and then again at its generation; a barrier inside the job then never filled — a hang seen under TSan.)
+TEST(ThreadPool, BackToBackRunsOfAlternatingSizesCallEachWorkerOnce) {
+  const int sizes[] = {2, 5, 1, 4, 3, 5};
+  std::vector<std::atomic<int>> calls(8);
+  for (int i = 0; i < 3000; ++i) {
+    const int n = sizes[i % 6];
+    ThreadPool& pool = shared_pool(n);
+    for (auto& c : calls) c.store(0);
+    pool.run([&](int w) { ++calls[w]; });
+    for (int w = 0; w < 8; ++w) {
+      ASSERT_EQ(calls[w].load(), w < n ? 1 : 0) << "run " << i << ", size " << n << ", worker " << w;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hanpu

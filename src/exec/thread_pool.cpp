@@ -91,16 +91,24 @@ struct ThreadPool::Threads {
   void loop(int w, uint64_t seen) {
     for (;;) {
       for (int i = 0; i < kSpins && generation.load(std::memory_order_acquire) == seen && !stop; ++i) cpu_relax();
-      if (generation.load(std::memory_order_acquire) == seen) {
+      // The run to join, read as one snapshot under mu (run() publishes job, active and generation together):
+      // read separately, a worker outside run A could see A's generation but the next run B's size, join B
+      // and then join it again at B's generation (twice into one run: a barrier that never fills, a count
+      // that ends early).
+      const std::function<void(int)>* my_job = nullptr;
+      int my_active = 0;
+      {
         std::unique_lock<std::mutex> lock(mu);
         start_cv.wait(lock, [&] { return stop || generation.load(std::memory_order_acquire) != seen; });
+        if (stop) return;
+        seen = generation.load(std::memory_order_acquire);
+        my_job = job;
+        my_active = active.load(std::memory_order_relaxed);
       }
-      if (stop) return;
-      seen = generation.load(std::memory_order_acquire);
-      if (w >= active.load(std::memory_order_acquire)) continue;  // not part of this run
+      if (w >= my_active) continue;  // not part of this run
       {
         ScopedFlushDenormals ftz;
-        (*job)(w);
+        (*my_job)(w);
       }
       if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(mu);  // pairs with the waiter's predicate check
@@ -111,11 +119,11 @@ struct ThreadPool::Threads {
 
   void run(const std::function<void(int)>& fn, int size) {
     std::lock_guard<std::mutex> run_lock(run_mu);
-    job = &fn;
-    active.store(size, std::memory_order_release);
-    pending.store(size - 1, std::memory_order_relaxed);
     {
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> lock(mu);  // the run's snapshot: see loop()
+      job = &fn;
+      active.store(size, std::memory_order_release);
+      pending.store(size - 1, std::memory_order_relaxed);
       generation.fetch_add(1, std::memory_order_release);
     }
     if (size > 1) start_cv.notify_all();
@@ -128,6 +136,7 @@ struct ThreadPool::Threads {
       std::unique_lock<std::mutex> lock(mu);
       done_cv.wait(lock, [&] { return pending.load(std::memory_order_acquire) == 0; });
     }
+    std::lock_guard<std::mutex> lock(mu);
     job = nullptr;
   }
 
