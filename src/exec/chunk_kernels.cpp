@@ -1,6 +1,7 @@
 #include "exec/chunk_kernels.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -75,6 +76,17 @@ void load_row_f32(const TensorView& x, int64_t off, int64_t stride, int64_t n, f
   }
 }
 
+// The bf16 bit patterns of a raw row (raw rows are bf16): copied as stored when the row is contiguous, else
+// narrowed back from its widened copy (exact: it holds bf16 values).
+void keep_bf16_row(const TensorView& x, bool channel_major_view, int64_t off, const float* widened, int64_t n,
+                   uint16_t* out) {
+  if (!channel_major_view && x.stride(3) == 1) {
+    std::memcpy(out, static_cast<const uint16_t*>(x.data) + off, static_cast<std::size_t>(n) * sizeof(uint16_t));
+  } else {
+    simd::f32_to_bf16(n, widened, out);
+  }
+}
+
 }  // namespace
 
 void store_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n,
@@ -125,8 +137,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     if (raw_qk) {
       fq[i] = rows.q_factor(q.data() + i * K);
       fk[i] = rows.k_factor(k.data() + i * K);
-      simd::f32_to_bf16(K, q.data() + i * K, qb.data() + i * K);  // exact: the rows hold bf16 values
-      simd::f32_to_bf16(K, k.data() + i * K, kb.data() + i * K);
+      keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
+      keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
     } else {
       rows.finish_q(q.data() + i * K);
       rows.finish_k(k.data() + i * K);
@@ -178,6 +190,12 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                 bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
 const Bf16Operand& StateOperand::packed() {
   if (!is_packed_) {
     simd::pack_bf16(K_, Vc_, S_, Vc_, packed_);
@@ -195,8 +213,7 @@ void StateOperand::times(int64_t L, const float* X, float* out, Counters& cnt) {
 }
 
 void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt) {
-  simd::gemm_bf16_rows(L, Vc_, K_, X, K_, packed(), false, out, Vc_);
-  cnt.flops += 2.0 * static_cast<double>(L) * Vc_ * K_;
+  gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt);
 }
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
@@ -244,8 +261,7 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
   const auto scores = [&](int64_t r0, int64_t rows, int64_t cols, const std::vector<float>& X,
                           const std::vector<uint16_t>& Xb, float* out) {
     if (in.raw_qk) {
-      simd::gemm_bf16_rows(rows, cols, K, Xb.data() + r0 * K, K, kt_packed, false, out, C);
-      cnt.flops += 2.0 * static_cast<double>(rows) * cols * K;
+      gemm_packed(rows, cols, K, Xb.data() + r0 * K, K, kt_packed, false, out, C, cnt);
     } else if (cnt.bf16) {
       gemm_packed(rows, cols, K, X.data() + r0 * K, K, kt_packed, false, out, C, cnt);
     } else {

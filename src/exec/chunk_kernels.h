@@ -133,6 +133,9 @@ void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 // gemm with a right operand packed once for several products (bf16 mode only), counting its flops.
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt);
+// The same with A given as bf16 rows (raw bf16 q and k).
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                 bool accumulate, float* C, int64_t ldc, Counters& cnt);
 
 // A chunk's state S [K, Vc] (row stride Vc) as the right operand of its X S products (K S, Q S, W S): read in
 // place in exact mode; in bf16 mode packed at the chunk's first product and reused by the others (S changes

@@ -64,7 +64,7 @@ struct ThreadPool::Threads {
   const std::function<void(int)>* job = nullptr;
   std::atomic<uint64_t> generation{0};
   std::atomic<int> pending{0};
-  std::atomic<int> active{1};  // workers of the current run
+  int active = 1;  // workers of the current run (read and written under mu)
   std::atomic<bool> stop{false};
   int barrier_waiting = 0;
   uint64_t barrier_generation = 0;
@@ -103,7 +103,7 @@ struct ThreadPool::Threads {
         if (stop) return;
         seen = generation.load(std::memory_order_acquire);
         my_job = job;
-        my_active = active.load(std::memory_order_relaxed);
+        my_active = active;
       }
       if (w >= my_active) continue;  // not part of this run
       {
@@ -122,7 +122,7 @@ struct ThreadPool::Threads {
     {
       std::lock_guard<std::mutex> lock(mu);  // the run's snapshot: see loop()
       job = &fn;
-      active.store(size, std::memory_order_release);
+      active = size;
       pending.store(size - 1, std::memory_order_relaxed);
       generation.fetch_add(1, std::memory_order_release);
     }
@@ -143,7 +143,7 @@ struct ThreadPool::Threads {
   void barrier() {
     std::unique_lock<std::mutex> lock(mu);
     const uint64_t gen = barrier_generation;
-    if (++barrier_waiting == active.load(std::memory_order_acquire)) {
+    if (++barrier_waiting == active) {
       barrier_waiting = 0;
       ++barrier_generation;
       barrier_cv.notify_all();
