@@ -261,6 +261,36 @@ TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   EXPECT_EQ(run_cli("fuse --device host --probe --probe-rounds 0", &log), 2);
 }
 
+// hanpu fuse --cores 1: the four groups on one core and group 2 on two, recorded in the JSON, the lane
+// named, the matrix engine's absence said where the kernel set has none; --cores is the host's option.
+TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
+  const std::string json_path = temp("fuse_core.json"), trace_path = temp("fuse_core_trace.json");
+  std::string log;
+  ASSERT_EQ(run_cli("fuse --device host --cores 1 --pair gemm:64x64x64,softmax:64x128:f32 --reps 1 --json " +
+                        json_path + " --trace " + trace_path,
+                    &log),
+            0)
+      << log;
+  std::ifstream f(json_path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["records"].size(), 1u);
+  const nlohmann::json& r = j["records"][0];
+  EXPECT_EQ(r["executor"].get<std::string>(), "host-core");
+  EXPECT_EQ(r["groups"].size(), 4u);
+  EXPECT_EQ(r["one_core"]["group2_two_cores"]["group"].get<int>(), 2);
+  EXPECT_GT(r["one_core"]["gain_over_2_two_cores"].get<double>(), 0);
+  EXPECT_NE(log.find("matrix lane: "), std::string::npos) << log;
+  EXPECT_NE(log.find("4 one entry, interleaved"), std::string::npos) << log;
+  if (!r["one_core"]["matrix_engine"].get<bool>()) {
+    EXPECT_NE(log.find("the matrix engine is absent"), std::string::npos) << log;
+  }
+  std::ifstream t(trace_path);
+  EXPECT_TRUE(nlohmann::json::parse(t).contains("traceEvents"));
+  EXPECT_EQ(run_cli("fuse --device ascend-310p --cores 1 --pair gemm:64x64x64,softmax:64x64", &log), 2);
+  EXPECT_NE(log.find("--cores places the host executor"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("fuse --device host --cores 3 --pair gemm:64x64x64,softmax:64x64", &log), 2);
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "fuse/runtime.h"
+#include "kernels/bf16_round.h"
 
 namespace hanpu::fuse {
 namespace {
@@ -202,7 +203,8 @@ TEST(FuseHost, PairedResultsEqualRunningAlone) {
     EXPECT_EQ(*pa.host_output, *pb.host_output) << spec;
     EXPECT_EQ(r.completion_us.size(), 2u);
   }
-  // The GEMM's numbers: C = A B with A, B the task's inputs (the same generator, seeds 1 and 2).
+  // The GEMM's numbers: C = bf16(A) bf16(B) with A, B the task's inputs (the same generator, seeds 1 and
+  // 2), the operands rounded as the matrix lane's bf16 GEMM takes them, fp32 accumulation.
   const Task g = host_task("gemm:33x17x40");
   GroupResult r;
   ASSERT_TRUE(run_group_host({g}, 1, 4 << 20, &r).ok());
@@ -212,9 +214,9 @@ TEST(FuseHost, PairedResultsEqualRunningAlone) {
     return static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
   };
   std::vector<float> A(33 * 40), B(40 * 17);
-  for (float& v : A) v = next();
+  for (float& v : A) v = round_bf16(next());
   seed = 2;
-  for (float& v : B) v = next();
+  for (float& v : B) v = round_bf16(next());
   for (int i = 0; i < 33; ++i) {
     for (int j = 0; j < 17; ++j) {
       double c = 0;

@@ -1,5 +1,5 @@
 // hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
-//            [--trace FILE] [--plot FILE]
+//            [--trace FILE] [--plot FILE] [--cores 1|2]
 // hanpu fuse --device NAME|FILE --stream FILE [--cap-us 500] [--json FILE]
 // hanpu fuse --device host --probe [--probe-rounds 1,2,5,10,20] [--reps 5] [--json FILE]
 // The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
@@ -14,6 +14,7 @@
 #include "fuse/probe.h"
 #include "fuse/runtime.h"
 #include "fuse/stream.h"
+#include "kernels/kernel_set.h"
 
 namespace hanpu::cli {
 
@@ -26,6 +27,7 @@ struct FuseArgs {
   std::vector<int> probe_rounds = {1, 2, 5, 10, 20};
   bool probe = false;
   int reps = 5;
+  int cores = 2;  // host: the matrix lane on one core and the rest on the other, or everything on one core
   double cap_us = 500;
 };
 
@@ -98,6 +100,9 @@ int run_probe(const FuseArgs& a) {
 
 const char* const kGroups[4] = {"1 serial entries", "2 concurrent entries", "3 one entry, barrier",
                                 "4 one entry, concurrent"};
+// On one core: group 2's entries are two threads on the core; group 4 is one interleaved stream.
+const char* const kCoreGroups[4] = {"1 serial entries", "2 concurrent, one core", "3 one entry, barrier",
+                                    "4 one entry, interleaved"};
 
 nlohmann::json group_json(const fuse::GroupResult& g) {
   return {{"group", g.group}, {"makespan_us", g.makespan_us}, {"completion_us", g.completion_us},
@@ -111,19 +116,22 @@ int run(const FuseArgs& a) {
   Status st = plan::load_device(a.device, &d);
   if (!st.ok()) return fail(st.ToString());
   // "host": this CPU, its engines pinned worker threads running the real kernels; else the NPU model.
-  const fuse::Executor ex = a.device == "host" ? fuse::Executor::kHost : fuse::Executor::kModel;
+  const fuse::Executor ex = a.device != "host" ? fuse::Executor::kModel
+                            : a.cores == 1        ? fuse::Executor::kHostCore
+                                                  : fuse::Executor::kHost;
   if (ex == fuse::Executor::kModel && !d.has_sim) {
     return fail("device '" + d.name + "' has no \"sim\" section (the NPU model needs one; use host for this CPU)");
   }
+  if (a.cores != 2 && ex == fuse::Executor::kModel) return fail("--cores places the host executor: give --device host");
   if (a.probe) {
-    if (ex != fuse::Executor::kHost) return fail("--probe measures this CPU: give --device host");
+    if (ex == fuse::Executor::kModel) return fail("--probe measures this CPU: give --device host");
     if (!a.pairs.empty() || !a.sweep_path.empty() || !a.stream_path.empty()) {
       return fail("--probe runs alone: drop --pair, --sweep and --stream");
     }
     return run_probe(a);
   }
   if (!a.stream_path.empty()) {
-    if (ex == fuse::Executor::kHost) return fail("--stream runs on the NPU model: give a model device");
+    if (ex != fuse::Executor::kModel) return fail("--stream runs on the NPU model: give a model device");
     return run_stream(a, d);
   }
   std::vector<std::string> pairs = a.pairs;
@@ -136,7 +144,7 @@ int run(const FuseArgs& a) {
   }
   if (pairs.empty()) return fail("give --pair TASK_A,TASK_B or --sweep FILE");
   if (!a.trace_path.empty() && pairs.size() != 1) return fail("--trace records one pair");
-  if (!a.dma_rates.empty() && ex == fuse::Executor::kHost) return fail("--dma-rates sweeps the NPU model: give a model device");
+  if (!a.dma_rates.empty() && ex != fuse::Executor::kModel) return fail("--dma-rates sweeps the NPU model: give a model device");
   if (a.dma_rates.size() > 1 && (!a.trace_path.empty() || !a.plot_path.empty()))
     return fail("--trace and --plot record one DMA rate");
   nlohmann::json records = nlohmann::json::array();
@@ -155,11 +163,24 @@ int run(const FuseArgs& a) {
                   d.sim.global_read_bytes_per_cycle, d.sim.global_write_bytes_per_cycle);
     }
     sweep.emplace_back(rate, std::vector<double>());
-    std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = (D+V+M)/max(D,V,M)\n",
-                dr.name.c_str(), ex == fuse::Executor::kHost ? "host executor, real kernels" : "NPU model",
-                ex == fuse::Executor::kHost
-                    ? (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str()
-                    : "");
+    const char* where = ex == fuse::Executor::kModel  ? "NPU model"
+                        : ex == fuse::Executor::kHost ? "host executor, real kernels, matrix lane on one core"
+                                                      : "host executor on one core, real kernels";
+    std::printf("device %s (%s); times in us%s; E = group 1 / group 3, A = group 3 / group 4, ideal = %s\n",
+                dr.name.c_str(), where,
+                ex == fuse::Executor::kModel
+                    ? ""
+                    : (", median of " + std::to_string(a.reps) + " interleaved repetitions").c_str(),
+                ex == fuse::Executor::kHostCore ? "(D+V+M)/max(D+V,M) with a matrix engine, else 1"
+                                                : "(D+V+M)/max(D,V,M)");
+    if (ex == fuse::Executor::kHostCore) {
+      std::printf("matrix lane: %s (kernel set %s)\n", active_kernels().bf16_unit.c_str(),
+                  active_kernels().name.c_str());
+      if (!fuse::host_matrix_engine()) {
+        std::printf("the matrix engine is absent: no AMX tiles on this CPU, so the GEMMs run on the vector unit "
+                    "itself and group 4's interleaving shares one engine\n");
+      }
+    }
     for (size_t i = 0; i < pairs.size(); ++i) {
       const size_t comma = pairs[i].find(',');
       if (comma == std::string::npos) return fail("pair '" + pairs[i] + "': expected TASK_A,TASK_B");
@@ -172,23 +193,35 @@ int run(const FuseArgs& a) {
                   r.matrix_us);
       std::printf("  %-26s %11s %11s %11s %9s %9s %10s\n", "group", "makespan", "A done", "B done", "GM_MB",
                   "stall", "on-chip_B");
-      for (const fuse::GroupResult& g : r.groups) {
+      auto row = [](const char* name, const fuse::GroupResult& g) {
         char stall[32] = "-";
         if (g.dma_stall_us >= 0) std::snprintf(stall, sizeof stall, "%.1f", g.dma_stall_us);
-        std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", kGroups[g.group - 1], g.makespan_us,
-                    g.completion_us[0], g.completion_us[1], g.gm_bytes / 1e6, stall,
-                    static_cast<long long>(g.peak_on_chip_bytes));
+        std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld\n", name, g.makespan_us, g.completion_us[0],
+                    g.completion_us[1], g.gm_bytes / 1e6, stall, static_cast<long long>(g.peak_on_chip_bytes));
+      };
+      for (const fuse::GroupResult& g : r.groups) {
+        row(ex == fuse::Executor::kHostCore ? kCoreGroups[g.group - 1] : kGroups[g.group - 1], g);
       }
-      std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx\n", r.e_effect, r.a_effect, r.gain_over_2,
+      if (r.has_two_cores) row("2 concurrent, two cores", r.group2_two_cores);
+      std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx", r.e_effect, r.a_effect, r.gain_over_2,
                   r.ideal);
+      if (r.has_two_cores) std::printf("   gain over 2 on two cores %.3fx", r.gain_over_2_two_cores);
+      std::printf("\n");
       labels.push_back(ta + " + " + tb);
       relative.emplace_back();
       for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
       nlohmann::json groups = nlohmann::json::array();
       for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
       sweep.back().second.push_back(r.gain_over_2);
+      nlohmann::json core = nullptr;
+      if (r.has_two_cores) {
+        core = {{"matrix_lane", r.matrix_lane}, {"matrix_engine", r.matrix_engine},
+                {"group2_two_cores", group_json(r.group2_two_cores)},
+                {"gain_over_2_two_cores", r.gain_over_2_two_cores}};
+      }
       records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},
-                         {"dma_bytes_per_cycle", ex == fuse::Executor::kHost ? nlohmann::json(nullptr)
+                         {"one_core", core},
+                         {"dma_bytes_per_cycle", ex != fuse::Executor::kModel ? nlohmann::json(nullptr)
                                                                                : nlohmann::json(dr.sim.global_read_bytes_per_cycle)},
                          {"vector_us", r.vector_us},
                          {"matrix_us", r.matrix_us}, {"ideal", r.ideal}, {"e_effect", r.e_effect},
@@ -246,6 +279,10 @@ Runner add_fuse_command(CLI::App& app) {
   app.add_option("--probe-rounds", a->probe_rounds, "--probe: vector rounds per matrix step (default 1,2,5,10,20)")
       ->delimiter(',')
       ->check(CLI::Range(1, 10000));
+  app.add_option("--cores", a->cores,
+                 "host: 2 (default) runs the matrix lane on one core and the vector and copy lanes on the other; 1 "
+                 "runs both tasks on one core, group 4 interleaving their instruction streams slice by slice")
+      ->check(CLI::Range(1, 2));
   app.add_option("--json", a->json_path, "Also write one record per pair");
   app.add_option("--trace", a->trace_path, "Write group 4's Chrome/Perfetto trace (one pair only)");
   app.add_option("--plot", a->plot_path, "Write an SVG of the pairs' group makespans relative to group 1");

@@ -18,7 +18,7 @@ namespace hanpu::fuse {
 Status run_group_host(const std::vector<Task>& tasks, int group, int64_t capacity, GroupResult* out,
                       std::string* trace) {
   for (const Task& t : tasks) {
-    if (t.host_run.size() != t.stages.size()) {
+    if (t.host.size() != t.stages.size()) {
       return InvalidArgument("task '" + t.spec + "' was built without host data (build_task(..., host_data=true))");
     }
   }
@@ -51,7 +51,7 @@ Status run_group_host(const std::vector<Task>& tasks, int group, int64_t capacit
       }
       const PlannedStage& s = plan.stages[id];
       start[id] = now_ns();
-      if (s.task >= 0) tasks[s.task].host_run[s.stage]();
+      if (s.task >= 0) tasks[s.task].host[s.stage]();
       end[id] = now_ns();
       {
         std::lock_guard<std::mutex> lk(mu);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/kernel_set.h"
 #include "sim/event_sim.h"
 #include "sim/lower.h"
 
@@ -73,29 +74,31 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
     return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
   }
   PairReport rep;
-  rep.executor = ex == Executor::kModel ? "model" : "host";
+  rep.executor = ex == Executor::kModel ? "model" : ex == Executor::kHost ? "host" : "host-core";
   rep.device = d.name;
   const int64_t capacity = on_chip_capacity(d);
   for (const std::string& spec : {a, b}) {
     Task t;
-    HANPU_RETURN_IF_ERROR(build_task(spec, d, capacity / 2, &t, ex == Executor::kHost));
+    HANPU_RETURN_IF_ERROR(build_task(spec, d, capacity / 2, &t, ex != Executor::kModel));
     rep.tasks.push_back(std::move(t));
   }
-  // The runs of one repetition: each task alone (for D, V, M) and the four groups. The model runs once;
-  // the host interleaves `reps` repetitions (so drift hits every group alike) and keeps, per run, the
-  // repetition with the median makespan.
+  // The runs of one repetition: each task alone (for D, V, M) and the four groups (host-core: and group 2
+  // on two cores). The model runs once; the host interleaves `reps` repetitions (so drift hits every
+  // group alike) and keeps, per run, the repetition with the median makespan.
   const int n_reps = ex == Executor::kModel ? 1 : std::max(1, reps);
-  constexpr int kRuns = 6;  // alone A, alone B, groups 1..4
+  const int kRuns = ex == Executor::kHostCore ? 7 : 6;  // alone A, alone B, groups 1..4[, group 2 on two cores]
+  const int kGroup4 = 5;
   const std::vector<Task> alone[2] = {{rep.tasks[0]}, {rep.tasks[1]}};
   std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);  // (result, trace)
   for (int r = 0; r < n_reps; ++r) {
     for (int k = 0; k < kRuns; ++k) {
       const std::vector<Task>& ts = k < 2 ? alone[k] : rep.tasks;
-      const int g = k < 2 ? 1 : k - 1;
+      const int g = k < 2 ? 1 : k == 6 ? 2 : k - 1;
       std::pair<GroupResult, std::string> run;
-      std::string* tr = trace && k == kRuns - 1 ? &run.second : nullptr;  // group 4's trace
-      HANPU_RETURN_IF_ERROR(ex == Executor::kModel ? run_group(ts, d, g, &run.first, tr)
-                                                   : run_group_host(ts, g, capacity, &run.first, tr));
+      std::string* tr = trace && k == kGroup4 ? &run.second : nullptr;  // group 4's trace
+      HANPU_RETURN_IF_ERROR(ex == Executor::kModel  ? run_group(ts, d, g, &run.first, tr)
+                            : ex == Executor::kHost ? run_group_host(ts, g, capacity, &run.first, tr)
+                                                    : run_group_core(ts, d, g, &run.first, tr, k == 6));
       runs[k].push_back(std::move(run));
     }
   }
@@ -112,13 +115,28 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
     rep.vector_us += busy[Lane::kVector];
     rep.matrix_us += busy[Lane::kMatrix];
   }
-  const double mx = std::max({rep.dma_us, rep.vector_us, rep.matrix_us});
-  rep.ideal = mx > 0 ? (rep.dma_us + rep.vector_us + rep.matrix_us) / mx : 1;
+  const double total = rep.dma_us + rep.vector_us + rep.matrix_us;
+  if (ex == Executor::kHostCore) {
+    rep.matrix_engine = host_matrix_engine();
+    rep.matrix_lane = active_kernels().bf16_unit;
+    const double mx = std::max(rep.dma_us + rep.vector_us, rep.matrix_us);
+    rep.ideal = rep.matrix_engine && mx > 0 ? total / mx : 1;
+  } else {
+    const double mx = std::max({rep.dma_us, rep.vector_us, rep.matrix_us});
+    rep.ideal = mx > 0 ? total / mx : 1;
+  }
   for (int g = 1; g <= 4; ++g) rep.groups[g - 1] = median[g + 1].first;
-  if (ex == Executor::kHost) {
+  if (ex == Executor::kHostCore) {
+    rep.has_two_cores = true;
+    rep.group2_two_cores = median[6].first;
+  }
+  if (ex != Executor::kModel) {
     // Host contention: the DMA stages' time in the group beyond the same stages' time alone (summed with
     // signs, so per-stage noise cancels; clamped at 0).
-    for (GroupResult& g : rep.groups) {
+    std::vector<GroupResult*> groups = {&rep.groups[0], &rep.groups[1], &rep.groups[2], &rep.groups[3]};
+    if (rep.has_two_cores) groups.push_back(&rep.group2_two_cores);
+    for (GroupResult* gp : groups) {
+      GroupResult& g = *gp;
       double extra = 0;
       for (int k = 0; k < 2; ++k) {
         const std::vector<Stage>& st = rep.tasks[k].stages;
@@ -129,10 +147,11 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
       g.dma_stall_us = std::max(0.0, extra);
     }
   }
-  if (trace) *trace = median[kRuns - 1].second;
+  if (trace) *trace = median[kGroup4].second;
   rep.e_effect = rep.groups[0].makespan_us / rep.groups[2].makespan_us;
   rep.a_effect = rep.groups[2].makespan_us / rep.groups[3].makespan_us;
   rep.gain_over_2 = rep.groups[1].makespan_us / rep.groups[3].makespan_us;
+  if (rep.has_two_cores) rep.gain_over_2_two_cores = rep.group2_two_cores.makespan_us / rep.groups[3].makespan_us;
   *out = std::move(rep);
   return Status::Ok();
 }

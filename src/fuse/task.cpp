@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "plan/plan.h"
 #include "sim/chunk_lowering.h"
@@ -63,8 +64,8 @@ class Builder {
  public:
   Builder(const plan::Device& d, Task* t) : d_(d), t_(t) {}
 
-  // Each stage takes its host closure (empty unless the task is built with host data).
-  using Run = std::function<void()>;
+  // Each stage takes its host work (no run unless the task is built with host data).
+  using Run = HostStage;
   int dma(std::string name, double bytes, bool store, std::vector<int> deps, Run run) {
     t_->dma_bytes += bytes;
     return add({std::move(name), EngineClass::kDma, store, 0, bytes, std::move(deps)}, std::move(run));
@@ -87,7 +88,7 @@ class Builder {
   int add(Stage s, Run run) {
     s.deps.erase(std::remove(s.deps.begin(), s.deps.end(), -1), s.deps.end());
     t_->stages.push_back(std::move(s));
-    if (run) t_->host_run.push_back(std::move(run));
+    if (run.run) t_->host.push_back(std::move(run));
     return static_cast<int>(t_->stages.size()) - 1;
   }
   const plan::Device& d_;
@@ -109,12 +110,26 @@ void copy_block(int64_t rows, int64_t cols, const float* src, int64_t lds, float
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ldd, src + r * lds, static_cast<size_t>(cols) * sizeof(float));
 }
 
+// A stage's host work over `rows` rows in slices of `per` rows: fn(r0, r1) does rows [r0, r1).
+HostStage by_rows(int64_t rows, int64_t per, std::function<void(int64_t, int64_t)> fn) {
+  HostStage h;
+  h.slices = (rows + per - 1) / per;
+  h.run = [rows, per, fn = std::move(fn)](int64_t s0, int64_t s1) { fn(s0 * per, std::min(s1 * per, rows)); };
+  return h;
+}
+
+// Rows per host slice of a GEMM stage (two of the bf16 kernel's 8-row register blocks). Every output
+// element is one chain over the shared dimension whatever row block it falls in, so any cut gives the
+// same bits.
+constexpr int64_t kGemmSliceRows = 16;
+
 // GEMM tiles: t x t output tiles, K panels of t; region = A and B panels double-buffered (4 t^2 e) plus
 // the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, its transpose (the kernel's
 // layout) and the B panel; the accumulator and the output staging tile.
 struct GemmData {
   std::vector<float> A, B, C;
-  std::vector<float> a[2], at[2], b[2], acc, out;
+  std::vector<float> a[2], b[2], acc, out;
+  Bf16Operand bp[2];  // each slot's B panel in the matrix unit's layout (the kernel registry's pack_bf16)
 };
 
 Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device& d, int64_t region, bool host,
@@ -143,14 +158,16 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
     g->C.assign(static_cast<size_t>(M * N), 0.0f);
     for (int s = 0; s < 2; ++s) {
       g->a[s].resize(static_cast<size_t>(tile * tile));
-      g->at[s].resize(static_cast<size_t>(tile * tile));
       g->b[s].resize(static_cast<size_t>(tile * tile));
     }
     g->acc.resize(static_cast<size_t>(tile * tile));
     g->out.resize(static_cast<size_t>(tile * tile));
     t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->C);
   }
-  auto run = [&](auto fn) { return host ? Builder::Run(fn) : Builder::Run(); };
+  // Host work of `rows` rows, sliced as GEMM stages are; none without host data.
+  auto run = [&](int64_t rows, std::function<void(int64_t, int64_t)> fn) {
+    return host ? by_rows(rows, kGemmSliceRows, std::move(fn)) : Builder::Run();
+  };
   Builder b(d, t);
   std::vector<int> ring = {-1, -1};  // the matrix stage that last read each panel buffer
   int64_t panel = 0;
@@ -162,24 +179,28 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
         const int64_t tk = std::min(tile, K - k);
         const int s = static_cast<int>(panel % 2);
         const double dm = static_cast<double>(tm), dn = static_cast<double>(tn), dk = static_cast<double>(tk);
-        const int la = b.dma("load A", dm * dk * e, false, {ring[s]},
-                             run([=] { copy_block(tm, tk, g->A.data() + i * K + k, K, g->a[s].data(), tk); }));
-        const int lb = b.dma("load B", dk * dn * e, false, {ring[s]},
-                             run([=] { copy_block(tk, tn, g->B.data() + k * N + j, N, g->b[s].data(), tn); }));
-        const int prep = b.vector("prepare", (dm + dn) * dk * e, {la, lb}, run([=] {
-          for (int64_t r = 0; r < tm; ++r) {
-            for (int64_t c = 0; c < tk; ++c) g->at[s][c * tm + r] = g->a[s][r * tk + c];
-          }
+        const int la = b.dma("load A", dm * dk * e, false, {ring[s]}, run(tm, [=](int64_t r0, int64_t r1) {
+          copy_block(r1 - r0, tk, g->A.data() + (i + r0) * K + k, K, g->a[s].data() + r0 * tk, tk);
         }));
-        acc = b.matrix("multiply", dm * dn * dk, {prep, acc}, run([=] {
-          simd::gemm_tn(tm, tn, tk, g->at[s].data(), tm, g->b[s].data(), tn, k > 0, g->acc.data(), tn);
+        const int lb = b.dma("load B", dk * dn * e, false, {ring[s]}, run(tk, [=](int64_t r0, int64_t r1) {
+          copy_block(r1 - r0, tn, g->B.data() + (k + r0) * N + j, N, g->b[s].data() + r0 * tn, tn);
+        }));
+        // The B panel into the matrix unit's layout, whole (a packing is one operand): one slice.
+        const int prep = b.vector("prepare", (dm + dn) * dk * e, {la, lb}, run(1, [=](int64_t, int64_t) {
+          simd::pack_bf16(tk, tn, g->b[s].data(), tn, &g->bp[s]);
+        }));
+        acc = b.matrix("multiply", dm * dn * dk, {prep, acc}, run(tm, [=](int64_t r0, int64_t r1) {
+          simd::gemm_packed_bf16(r1 - r0, tn, tk, g->a[s].data() + r0 * tk, tk, g->bp[s], k > 0,
+                                 g->acc.data() + r0 * tn, tn);
         }));
         ring[s] = acc;
       }
-      const int out = b.vector("convert", static_cast<double>(tm * tn) * 4, {acc},
-                               run([=] { copy_block(tm, tn, g->acc.data(), tn, g->out.data(), tn); }));
-      b.dma("store C", static_cast<double>(tm * tn) * e, true, {out},
-            run([=] { copy_block(tm, tn, g->out.data(), tn, g->C.data() + i * N + j, N); }));
+      const int out = b.vector("convert", static_cast<double>(tm * tn) * 4, {acc}, run(tm, [=](int64_t r0, int64_t r1) {
+        copy_block(r1 - r0, tn, g->acc.data() + r0 * tn, tn, g->out.data() + r0 * tn, tn);
+      }));
+      b.dma("store C", static_cast<double>(tm * tn) * e, true, {out}, run(tm, [=](int64_t r0, int64_t r1) {
+        copy_block(r1 - r0, tn, g->out.data() + r0 * tn, tn, g->C.data() + (i + r0) * N + j, N);
+      }));
     }
   }
   return Status::Ok();
@@ -195,45 +216,47 @@ struct RowData {
   std::vector<int8_t> x8[2];
 };
 
-// One vector pass of `kind` over a block of `rows` x C on the host.
-void host_pass(const std::string& kind, int pass, int64_t rows, int64_t C, float* x, float* y, float* row,
-               const int8_t* x8) {
-  const int64_t n = rows * C;
+// One vector pass of `kind` over rows [r0, r1) of a block of `rows` x C on the host (every pass works row
+// by row, so a block's rows may be cut anywhere).
+void host_pass(const std::string& kind, int pass, int64_t r0, int64_t r1, int64_t rows, int64_t C, float* x, float* y,
+               float* row, const int8_t* x8) {
+  const int64_t n = (r1 - r0) * C;
+  float* xs = x + r0 * C;
   if (kind == "softmax") {
     if (pass == 0) {
-      for (int64_t r = 0; r < rows; ++r) row[r] = *std::max_element(x + r * C, x + (r + 1) * C);
+      for (int64_t r = r0; r < r1; ++r) row[r] = *std::max_element(x + r * C, x + (r + 1) * C);
     } else if (pass == 1) {
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         for (int64_t c = 0; c < C; ++c) x[r * C + c] -= row[r];
       }
-      simd::exp_f32(n, x, x);
+      simd::exp_f32(n, xs, xs);
     } else if (pass == 2) {
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         double sum = 0;
         for (int64_t c = 0; c < C; ++c) sum += x[r * C + c];
         row[r] = static_cast<float>(1.0 / sum);
       }
     } else {
-      simd::scale_rows(rows, C, x, C, row, 1, nullptr, x, C);
+      simd::scale_rows(r1 - r0, C, xs, C, row + r0, 1, nullptr, xs, C);
     }
   } else if (kind == "rmsnorm") {
     if (pass == 0) {
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         row[r] = static_cast<float>(1.0 / std::sqrt(simd::sum_squares(C, x + r * C) / static_cast<double>(C) + 1e-6));
       }
     } else {
-      simd::scale_rows(rows, C, x, C, row, 1, nullptr, x, C);
+      simd::scale_rows(r1 - r0, C, xs, C, row + r0, 1, nullptr, xs, C);
     }
   } else if (kind == "dequant") {
-    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x8[i]) * (1.0f / 64);
+    for (int64_t i = r0 * C; i < r1 * C; ++i) x[i] = static_cast<float>(x8[i]) * (1.0f / 64);
   } else if (kind == "transform") {
     // Row-major rows x C to 16 x 16 blocks, block-columns outermost (ND -> NZ).
     const int64_t rb = (rows + 15) / 16 * 16;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < C; ++c) y[(c / 16) * rb * 16 + r * 16 + c % 16] = x[r * C + c];
     }
   } else {  // eltwise: one fused multiply-add per element and pass
-    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * 0.999f + 0.001f;
+    for (int64_t i = 0; i < n; ++i) xs[i] = xs[i] * 0.999f + 0.001f;
   }
 }
 
@@ -271,29 +294,37 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
     }
     t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->out);
   }
-  auto run = [&](auto fn) { return host ? Builder::Run(fn) : Builder::Run(); };
+  // Host work over a block's rows, in slices of about 16 KiB of fp32 (at least one row); none without
+  // host data.
+  const int64_t per = std::max<int64_t>(1, 4096 / C);
+  auto run = [&](int64_t rows, std::function<void(int64_t, int64_t)> fn) {
+    return host ? by_rows(rows, per, std::move(fn)) : Builder::Run();
+  };
   Builder b(d, t);
   std::vector<int> ring = {-1, -1};  // the store that last freed each buffer
   for (int64_t r = 0, blk = 0; r < R; r += rb, ++blk) {
     const int64_t rows = std::min(rb, R - r);
     const int sl = static_cast<int>(blk % 2);
     const double n = static_cast<double>(rows * C);
-    int s = b.dma("load", n * in_e, false, {ring[sl]}, run([=] {
-      if (dequant) std::memcpy(g->x8[sl].data(), g->in8.data() + r * C, static_cast<size_t>(rows * C));
-      else std::memcpy(g->x[sl].data(), g->in.data() + r * C, static_cast<size_t>(rows * C) * sizeof(float));
+    int s = b.dma("load", n * in_e, false, {ring[sl]}, run(rows, [=](int64_t r0, int64_t r1) {
+      const size_t count = static_cast<size_t>((r1 - r0) * C);
+      if (dequant) std::memcpy(g->x8[sl].data() + r0 * C, g->in8.data() + (r + r0) * C, count);
+      else std::memcpy(g->x[sl].data() + r0 * C, g->in.data() + (r + r0) * C, count * sizeof(float));
     }));
     for (int p = 0; p < passes; ++p) {
-      s = b.vector(kind + " pass", n * e, {s}, run([=] {
-        host_pass(kind, p, rows, C, g->x[sl].data(), transform ? g->y[sl].data() : nullptr, g->row[sl].data(),
+      s = b.vector(kind + " pass", n * e, {s}, run(rows, [=](int64_t r0, int64_t r1) {
+        host_pass(kind, p, r0, r1, rows, C, g->x[sl].data(), transform ? g->y[sl].data() : nullptr, g->row[sl].data(),
                   dequant ? g->x8[sl].data() : nullptr);
       }));
     }
-    ring[sl] = b.dma("store", n * e, true, {s}, run([=] {
+    // The transform's store writes its whole blocked tile (padding included): one slice.
+    ring[sl] = b.dma("store", n * e, true, {s}, run(transform ? 1 : rows, [=](int64_t r0, int64_t r1) {
       if (transform) {
         std::memcpy(g->out.data() + blk * static_cast<int64_t>(g->y[sl].size()), g->y[sl].data(),
                     g->y[sl].size() * sizeof(float));
       } else {
-        std::memcpy(g->out.data() + r * C, g->x[sl].data(), static_cast<size_t>(rows * C) * sizeof(float));
+        std::memcpy(g->out.data() + (r + r0) * C, g->x[sl].data() + r0 * C,
+                    static_cast<size_t>((r1 - r0) * C) * sizeof(float));
       }
     }));
   }

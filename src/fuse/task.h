@@ -15,9 +15,11 @@
 //                            on chip from chunk to chunk (NPU model only)
 // dtype: f16 (default), bf16, f32. Vector passes cost the bytes they touch over the device's vector rate,
 // matrix products MACs over its matrix rate, DMA the device's set-up plus bytes over the path (sim/).
-// On the host the stages run the real kernels: copies for DMA, a transpose into the GEMM kernel's
-// layout for "prepare", simd::gemm_tn for the product, and the vector passes themselves (transform:
-// row-major to 16 x 16 blocks).
+// On the host the stages run the real kernels: copies for DMA, the kernel registry's packing of the B
+// panel into the matrix unit's layout for "prepare" (simd::pack_bf16: bf16 pairs on AVX512-BF16), its
+// bf16 GEMM for the product (simd::gemm_packed_bf16: the matrix unit in use), and the vector passes
+// themselves (transform: row-major to 16 x 16 blocks). Each host stage is cut into slices (row blocks of
+// its tile) that the one-core executor interleaves with another task's.
 // Tiles are the largest that fit the task's on-chip region (half the vector memory, so that two tasks
 // can be in flight), double-buffered.
 #pragma once
@@ -45,6 +47,14 @@ struct Stage {
   std::vector<int> deps;   // earlier stages of the same task
 };
 
+// A stage's host work cut into `slices` pieces that must run in order: run(s0, s1) does slices [s0, s1)
+// (row blocks of the stage's tile), and running them in any cut gives the same bits as running them whole.
+struct HostStage {
+  int64_t slices = 1;
+  std::function<void(int64_t s0, int64_t s1)> run;
+  void operator()() const { run(0, slices); }
+};
+
 struct Task {
   std::string spec;            // the text it was built from
   std::vector<Stage> stages;   // in a valid issue order (dependencies first)
@@ -52,9 +62,9 @@ struct Task {
   // Resource vector: the work per engine class (vector and matrix cycles, DMA bytes).
   double vector_cycles = 0, matrix_cycles = 0, dma_bytes = 0;
   double deadline_us = 0;      // 0: none
-  // Host execution (built with `host_data`): one closure per stage running the real kernel on the
-  // task's own buffers (its inputs in "global" memory, its region's tiles), and the task's output.
-  std::vector<std::function<void()>> host_run;
+  // Host execution (built with `host_data`): one entry per stage running the real kernel on the task's
+  // own buffers (its inputs in "global" memory, its region's tiles), and the task's output.
+  std::vector<HostStage> host;
   std::shared_ptr<const std::vector<float>> host_output;
 };
 

@@ -94,6 +94,9 @@ struct KernelSet {
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);
+  // Whether that unit is a matrix engine beside the vector unit (AMX tiles), which one core can keep busy
+  // while it issues vector work (hanpu fuse --cores 1); false: the bf16 GEMMs run on the vector unit.
+  bool bf16_matrix_engine = false;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

@@ -1,0 +1,115 @@
+// The one-core host executor (fuse/core_executor.cpp): every group's outputs equal each task's alone, bit
+// for bit; group 4 interleaves the two tasks' slices in one stream; errors name what is wrong.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "fuse/runtime.h"
+
+namespace hanpu::fuse {
+namespace {
+
+plan::Device host_device() {
+  plan::Device host;
+  EXPECT_TRUE(plan::load_device("host", &host).ok());
+  return host;
+}
+
+Task host_task(const std::string& spec) {
+  Task t;
+  const Status st = build_task(spec, host_device(), 1 << 20, &t, true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return t;
+}
+
+// Each host stage cut into slices gives the same bits as the stage run whole, whatever the other task
+// does between its slices: every group (and group 2 on two cores) against each task run alone.
+TEST(FuseCore, EveryGroupEqualsRunningAlone) {
+  const char* partners[] = {"softmax:96x80:f32", "rmsnorm:96x80", "dequant:96x80", "transform:40x72",
+                            "eltwise:96x80:f32:3"};
+  const plan::Device d = host_device();
+  for (const char* spec : partners) {
+    const Task ga = host_task("gemm:70x50x300"), pa = host_task(spec);
+    GroupResult r;
+    ASSERT_TRUE(run_group_core({ga}, d, 1, &r).ok());
+    ASSERT_TRUE(run_group_core({pa}, d, 1, &r).ok());
+    for (int g = 1; g <= 5; ++g) {
+      const Task gb = host_task("gemm:70x50x300"), pb = host_task(spec);
+      ASSERT_TRUE(run_group_core({gb, pb}, d, std::min(g, 4), &r, nullptr, g == 5).ok());
+      EXPECT_EQ(*ga.host_output, *gb.host_output) << spec << " group " << g;
+      EXPECT_EQ(*pa.host_output, *pb.host_output) << spec << " group " << g;
+      ASSERT_EQ(r.completion_us.size(), 2u);
+      EXPECT_LE(*std::max_element(r.completion_us.begin(), r.completion_us.end()), r.makespan_us + 1e-9);
+      EXPECT_GT(r.lane_busy_us[Lane::kMatrix], 0) << spec;
+    }
+  }
+  // The two-core executor computes the same bits.
+  const Task gc = host_task("gemm:70x50x300"), g1 = host_task("gemm:70x50x300");
+  GroupResult r;
+  ASSERT_TRUE(run_group_core({gc}, d, 1, &r).ok());
+  ASSERT_TRUE(run_group_host({g1}, 1, 4 << 20, &r).ok());
+  EXPECT_EQ(*gc.host_output, *g1.host_output);
+}
+
+// Group 4 is one stream that alternates between the tasks (the trace's events in time order switch lanes
+// at least once per GEMM tile), and neither task finishes before the lead's tile steps are nearly done;
+// group 3 runs A wholly before B.
+TEST(FuseCore, GroupFourInterleavesTheTwoStreams) {
+  const plan::Device d = host_device();
+  const std::vector<Task> ts = {host_task("gemm:256x256x256"), host_task("softmax:512x256:f32")};
+  GroupResult r3, r4;
+  ASSERT_TRUE(run_group_core(ts, d, 3, &r3).ok());
+  EXPECT_LT(r3.completion_us[0], r3.completion_us[1]);
+  std::string trace;
+  ASSERT_TRUE(run_group_core(ts, d, 4, &r4, &trace).ok());
+  EXPECT_GT(std::min(r4.completion_us[0], r4.completion_us[1]), 0.5 * r4.makespan_us);
+  const nlohmann::json j = nlohmann::json::parse(trace);
+  std::map<int, std::string> lane_name;
+  std::vector<std::pair<double, int>> events;  // (start, lane)
+  for (const nlohmann::json& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lane_name[e["tid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X") events.emplace_back(e["ts"].get<double>(), e["tid"].get<int>());
+  }
+  std::sort(events.begin(), events.end());
+  int switches = 0;
+  for (size_t i = 1; i < events.size(); ++i) {
+    const std::string& a = lane_name[events[i - 1].second];
+    const std::string& b = lane_name[events[i].second];
+    if (a != "control" && b != "control" && a != b) ++switches;
+  }
+  // 256 / 128 = 2 tiles per dimension: 8 tile products, each with 8 row-slices earning credit.
+  EXPECT_GE(switches, 8) << trace.substr(0, 2000);
+}
+
+TEST(FuseCore, Errors) {
+  const plan::Device d = host_device();
+  GroupResult r;
+  EXPECT_NE(run_group_core({host_task("gemm:64x64x64")}, d, 4, &r).message().find("interleaves two tasks"),
+            std::string::npos);
+  Task model_only;
+  plan::Device hex;
+  ASSERT_TRUE(plan::load_device("hexagon-v75", &hex).ok());
+  ASSERT_TRUE(build_task("gemm:64x64x64", hex, 1 << 20, &model_only).ok());
+  EXPECT_NE(run_group_core({model_only}, d, 1, &r).message().find("without host data"), std::string::npos);
+  EXPECT_NE(run_group_core({host_task("gemm:64x64x64")}, d, 5, &r).message().find("group must be 1..4"),
+            std::string::npos);
+  // Regions that do not fit the host's L2 together are refused in one entry.
+  plan::Device small = d;
+  for (plan::Memory& m : small.memories) {
+    if (m.name == "L2") m.bytes = host_task("gemm:64x64x64").on_chip_bytes;
+  }
+  const std::vector<Task> ts = {host_task("gemm:64x64x64"), host_task("eltwise:64x64")};
+  EXPECT_NE(run_group_core(ts, small, 4, &r).message().find("refused"), std::string::npos);
+  PairReport pr;
+  ASSERT_TRUE(run_pair("gemm:64x64x64", "eltwise:64x64", d, Executor::kHostCore, &pr, nullptr, 1).ok());
+  EXPECT_EQ(pr.executor, "host-core");
+  EXPECT_TRUE(pr.has_two_cores);
+  EXPECT_EQ(pr.matrix_engine, host_matrix_engine());
+  if (!pr.matrix_engine) EXPECT_EQ(pr.ideal, 1);  // one engine: nothing to overlap under the engine model
+  EXPECT_GT(pr.gain_over_2_two_cores, 0);
+}
+
+}  // namespace
+}  // namespace hanpu::fuse
