@@ -2,7 +2,7 @@
 # Builds and runs every test: the C++ suite (ctest), then the Python package's (pytest, through
 # scripts/test-python.sh). Usage: scripts/test.sh [--sanitize | --tsan]: the C++ suite alone under
 # ASan+UBSan, or the tests that run threads (engine, pool, decode, concurrent callers, fusion host
-# executor, plans, whole layers) under ThreadSanitizer. (The layers' projections run inside oneDNN on GNU
+# executors, plans, whole layers) under ThreadSanitizer. (The layers' projections run inside oneDNN on GNU
 # OpenMP, which is not instrumented: ThreadSanitizer checks hanpu's own threads around them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ case "${1:-}" in
   --sanitize) ctest --test-dir build-asan --output-on-failure -j 2 ;;
   --tsan)
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|PlanExec|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
+      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|FuseCore|PlanExec|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
   *)
     ctest --test-dir build --output-on-failure -j 2
     scripts/test-python.sh ;;

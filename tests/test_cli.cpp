@@ -289,6 +289,16 @@ TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
   EXPECT_EQ(run_cli("fuse --device ascend-310p --cores 1 --pair gemm:64x64x64,softmax:64x64", &log), 2);
   EXPECT_NE(log.find("--cores places the host executor"), std::string::npos) << log;
   EXPECT_EQ(run_cli("fuse --device host --cores 3 --pair gemm:64x64x64,softmax:64x64", &log), 2);
+  // A stream on one host core: every policy's record; on two cores it is refused.
+  const std::string stream_path = temp("fuse_core_stream.txt");
+  std::ofstream(stream_path) << "0 gemm:64x64x64 100000\n10 softmax:64x128:f32\n";
+  ASSERT_EQ(run_cli("fuse --device host --cores 1 --stream " + stream_path + " --json " + json_path, &log), 0) << log;
+  std::ifstream fs(json_path);
+  const nlohmann::json js = nlohmann::json::parse(fs);
+  EXPECT_EQ(js["executor"].get<std::string>(), "host-core");
+  EXPECT_EQ(js["stream"].size(), 3u);
+  EXPECT_EQ(run_cli("fuse --device host --stream " + stream_path, &log), 2);
+  EXPECT_NE(log.find("add --cores 1"), std::string::npos) << log;
 }
 
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {

@@ -1,5 +1,6 @@
 // Pairing under deadlines on the NPU model: the policies' decisions on small streams whose times are the
-// model's own alone and pair times (group 1 and group 4 runs), and stream parsing.
+// model's own alone and pair times (group 1 and group 4 runs); the same stream on one host core in real
+// time; stream parsing.
 #include <gtest/gtest.h>
 
 #include "fuse/stream.h"
@@ -81,6 +82,29 @@ TEST(FuseStream, PairingWaitsOnlyWhileTheDeadlineAllows) {
   const StreamResult alone = run(stream(wait_fits - 1), "pairing");
   EXPECT_EQ(alone.pairs, 0);
   EXPECT_NEAR(alone.completion_us[0], t.gemm, 1e-6);
+}
+
+// On one host core in real time: entries run one after another (fifo: each task its own entry, in
+// arrival order, the clock never running backwards), pairing puts two best-effort tasks with different
+// dominant engines into one entry, and a later arrival is waited for by the clock.
+TEST(FuseStream, RunsOnOneHostCoreInRealTime) {
+  plan::Device host;
+  ASSERT_TRUE(plan::load_device("host", &host).ok());
+  std::vector<StreamTask> s;
+  ASSERT_TRUE(parse_stream("0 gemm:96x96x96\n0 softmax:96x256:f32\n3000 rmsnorm:64x256\n", &s).ok());
+  StreamResult fifo, pairing;
+  ASSERT_TRUE(run_stream(s, host, "fifo", 1e9, &fifo, Executor::kHostCore).ok());
+  EXPECT_EQ(fifo.entries, 3);
+  EXPECT_EQ(fifo.pairs, 0);
+  EXPECT_GT(fifo.completion_us[0], 0);
+  EXPECT_GT(fifo.completion_us[1], fifo.completion_us[0]);
+  EXPECT_GT(fifo.completion_us[2], 3000);  // it arrives at 3000 us
+  ASSERT_TRUE(run_stream(s, host, "pairing", 1e9, &pairing, Executor::kHostCore).ok());
+  EXPECT_EQ(pairing.pairs, 1);
+  EXPECT_EQ(pairing.entries, 2);
+  StreamResult r;
+  EXPECT_NE(run_stream(s, host, "fifo", 1, &r, Executor::kHost).message().find("one host core"), std::string::npos);
+  EXPECT_NE(run_stream(s, host, "fifo", 1, &r).message().find("no \"sim\" section"), std::string::npos);
 }
 
 TEST(FuseStream, ParsingNamesTheLine) {

@@ -1,9 +1,12 @@
 #include "fuse/stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <thread>
 
 namespace hanpu::fuse {
 
@@ -54,67 +57,197 @@ Status parse_stream(const std::string& text, std::vector<StreamTask>* out) {
 
 namespace {
 
-// Model times of tasks alone and of pairs, built once per spec / spec pair.
-class Costs {
+// What the policies know of one spec: its task, its time alone, and its dominant compute engine (the
+// larger of the resource vector's matrix and vector cycles: what complementarity pairs).
+struct Known {
+  Task task;
+  double alone_us = 0;
+  bool matrix_bound = false;
+};
+
+// Where a stream runs: the policies ask it for predicted times, run entries on it and read its clock.
+class Backend {
  public:
-  explicit Costs(const plan::Device& d) : d_(d) {}
-
-  // What the policies know of one spec: its task, its time alone, and its dominant compute engine (the
-  // larger of the resource vector's matrix and vector cycles: what complementarity pairs).
-  struct Known {
-    Task task;
-    double alone_us = 0;
-    bool matrix_bound = false;
-  };
-
+  virtual ~Backend() = default;
   // Builds and times `spec` alone once.
   Status add(const std::string& spec) {
     if (known_.count(spec)) return Status::Ok();
     Known k;
-    HANPU_RETURN_IF_ERROR(build_task(spec, d_, on_chip_capacity(d_) / 2, &k.task));
+    HANPU_RETURN_IF_ERROR(build(spec, &k.task));
     GroupResult r;
-    HANPU_RETURN_IF_ERROR(run_group({k.task}, d_, 1, &r));
+    HANPU_RETURN_IF_ERROR(time_group({&k.task}, 1, &r));
     k.alone_us = r.makespan_us;
     k.matrix_bound = k.task.matrix_cycles > k.task.vector_cycles;
     known_.emplace(spec, std::move(k));
     return Status::Ok();
   }
   const Known& of(const std::string& spec) const { return known_.at(spec); }
-
-  // Completion of each task of the pair (a first), from the entry's start; both specs added before.
+  void set_alone(const std::string& spec, double us) { known_.at(spec).alone_us = us; }
+  void set_pair(const std::string& a, const std::string& b, std::pair<double, double> done) { pairs_[{a, b}] = done; }
+  // Predicted completion of each task of the pair (a first) from the entry's start; both specs added.
   Status pair(const std::string& a, const std::string& b, std::pair<double, double>* done) {
     const auto key = std::make_pair(a, b);
     auto it = pairs_.find(key);
     if (it == pairs_.end()) {
       GroupResult r;
-      HANPU_RETURN_IF_ERROR(run_group({of(a).task, of(b).task}, d_, 4, &r));
+      HANPU_RETURN_IF_ERROR(time_group({&known_.at(a).task, &known_.at(b).task}, 4, &r));
       it = pairs_.emplace(key, std::make_pair(r.completion_us[0], r.completion_us[1])).first;
     }
     *done = it->second;
     return Status::Ok();
   }
+  virtual double now() = 0;
+  virtual void wait_until(double t_us) = 0;
+  // Runs one entry now: `spec` alone, or a pair; the absolute completion of each task.
+  virtual Status run_alone(const std::string& spec, double* done) = 0;
+  virtual Status run_pair(const std::string& a, const std::string& b, std::pair<double, double>* done) = 0;
+
+ protected:
+  virtual Status build(const std::string& spec, Task* t) = 0;
+  // The times of `tasks` as `group` (alone: group 1; a pair: group 4) that predictions are made of.
+  virtual Status time_group(const std::vector<const Task*>& tasks, int group, GroupResult* r) = 0;
+  static std::vector<Task> copies(const std::vector<const Task*>& tasks) {
+    std::vector<Task> v;
+    for (const Task* t : tasks) v.push_back(*t);
+    return v;
+  }
 
  private:
-  const plan::Device& d_;
   std::map<std::string, Known> known_;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> pairs_;
 };
 
-}  // namespace
-
-Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, const std::string& policy,
-                  double cap_us, StreamResult* out) {
-  if (std::find(stream_policies().begin(), stream_policies().end(), policy) == stream_policies().end()) {
-    return InvalidArgument("unknown policy '" + policy + "' (fifo, pairing, admission)");
+// The NPU model: a virtual clock that an entry advances by its model time (the predictions are exact).
+class ModelBackend : public Backend {
+ public:
+  ModelBackend(const plan::Device& d, double t0) : d_(d), now_(t0) {}
+  double now() override { return now_; }
+  void wait_until(double t_us) override { now_ = std::max(now_, t_us); }
+  Status run_alone(const std::string& spec, double* done) override {
+    *done = now_ += of(spec).alone_us;
+    return Status::Ok();
   }
-  if (stream.empty()) return InvalidArgument("the stream has no tasks");
-  Costs costs(d);
-  const int64_t capacity = on_chip_capacity(d);
-  for (const StreamTask& s : stream) HANPU_RETURN_IF_ERROR(costs.add(s.spec));
-  auto alone = [&](int i) { return costs.of(stream[i].spec).alone_us; };
+  Status run_pair(const std::string& a, const std::string& b, std::pair<double, double>* done) override {
+    HANPU_RETURN_IF_ERROR(pair(a, b, done));
+    done->first += now_;
+    done->second += now_;
+    now_ = std::max(done->first, done->second);
+    return Status::Ok();
+  }
+
+ protected:
+  Status build(const std::string& spec, Task* t) override {
+    return build_task(spec, d_, on_chip_capacity(d_) / 2, t);
+  }
+  Status time_group(const std::vector<const Task*>& tasks, int group, GroupResult* r) override {
+    return run_group(copies(tasks), d_, group, r);
+  }
+
+ private:
+  const plan::Device& d_;
+  double now_;
+};
+
+// One core of this CPU in real time: arrivals are waited for by the clock, every entry runs its real
+// kernels on the one-core executor (alone: group 1; a pair: group 4), and completions are measured. The
+// predictions the policies decide by are medians of kRounds interleaved rounds (every spec alone, then
+// every complementary pair, so that each run finds the caches as the others left them) made before the
+// stream starts. The clock stops while the executor sets an entry up and tears it down (its plan and
+// worker threads, a few hundred microseconds a call, which a resident runtime pays once); the entry's own
+// dispatch, the hand-off to the core's worker, stays on the clock.
+class HostBackend : public Backend {
+ public:
+  HostBackend(const plan::Device& d, double t0) : d_(d), t0_(t0) {}
+  void start() {
+    start_ = std::chrono::steady_clock::now();
+    paused_us_ = 0;
+  }
+  double now() override { return t0_ + elapsed_us() - paused_us_; }
+  void wait_until(double t_us) override {
+    const double ahead = t_us - now();
+    if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(ahead));
+  }
+  // Times every spec alone and every pair (a first) in interleaved rounds, and sets each entry's tasks
+  // aside so that no entry copies a task on the clock.
+  Status calibrate(const std::vector<std::string>& specs, const std::vector<std::pair<std::string, std::string>>& pairs) {
+    for (const std::string& sp : specs) alone_sets_.try_emplace(sp, std::vector<Task>{of(sp).task});
+    for (const auto& pr : pairs) pair_sets_.try_emplace(pr, std::vector<Task>{of(pr.first).task, of(pr.second).task});
+    std::map<std::string, std::vector<double>> alone;
+    std::map<std::pair<std::string, std::string>, std::vector<std::pair<double, double>>> paired;
+    for (int round = 0; round < kRounds; ++round) {
+      for (const auto& [sp, set] : alone_sets_) {
+        GroupResult r;
+        HANPU_RETURN_IF_ERROR(run_group_core(set, d_, 1, &r));
+        alone[sp].push_back(r.makespan_us);
+      }
+      for (const auto& [pr, set] : pair_sets_) {
+        GroupResult r;
+        HANPU_RETURN_IF_ERROR(run_group_core(set, d_, 4, &r));
+        paired[pr].emplace_back(r.completion_us[0], r.completion_us[1]);
+      }
+    }
+    for (auto& [sp, v] : alone) {
+      std::sort(v.begin(), v.end());
+      set_alone(sp, v[v.size() / 2]);
+    }
+    for (auto& [pr, v] : paired) {
+      // The round with the median pair makespan.
+      std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) {
+        return std::max(x.first, x.second) < std::max(y.first, y.second);
+      });
+      set_pair(pr.first, pr.second, v[v.size() / 2]);
+    }
+    return Status::Ok();
+  }
+  Status run_alone(const std::string& spec, double* done) override {
+    std::pair<double, double> d;
+    HANPU_RETURN_IF_ERROR(run_entry(alone_sets_.at(spec), 1, &d));
+    *done = d.first;
+    return Status::Ok();
+  }
+  Status run_pair(const std::string& a, const std::string& b, std::pair<double, double>* done) override {
+    return run_entry(pair_sets_.at({a, b}), 4, done);
+  }
+
+ protected:
+  static constexpr int kRounds = 3;
+  Status build(const std::string& spec, Task* t) override {
+    return build_task(spec, d_, on_chip_capacity(d_) / 2, t, true);
+  }
+  // One warm-up run; calibrate() sets the predictions.
+  Status time_group(const std::vector<const Task*>& tasks, int group, GroupResult* r) override {
+    return run_group_core(copies(tasks), d_, group, r);
+  }
+
+ private:
+  double elapsed_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+  }
+  // Runs one entry; the absolute completions (the second is the first's for one task). The call's time
+  // beyond its makespan is the executor's set-up and tear-down: off the clock.
+  Status run_entry(const std::vector<Task>& set, int group, std::pair<double, double>* done) {
+    const double t = now(), w0 = elapsed_us();
+    GroupResult r;
+    HANPU_RETURN_IF_ERROR(run_group_core(set, d_, group, &r));
+    paused_us_ += std::max(0.0, elapsed_us() - w0 - r.makespan_us);
+    *done = {t + r.completion_us[0], t + r.completion_us.back()};
+    return Status::Ok();
+  }
+  const plan::Device& d_;
+  double t0_;
+  std::chrono::steady_clock::time_point start_;
+  double paused_us_ = 0;
+  std::map<std::string, std::vector<Task>> alone_sets_;
+  std::map<std::pair<std::string, std::string>, std::vector<Task>> pair_sets_;
+};
+
+// The policies (stream.h) over one backend.
+Status run_policy(const std::vector<StreamTask>& stream, const std::string& policy, double cap_us, int64_t capacity,
+                  Backend& be, StreamResult* out) {
+  auto alone = [&](int i) { return be.of(stream[i].spec).alone_us; };
   auto deadline = [&](int i) { return stream[i].deadline_us > 0 ? stream[i].arrival_us + stream[i].deadline_us : 1e300; };
   auto complementary = [&](int a, int b) {
-    const Costs::Known &x = costs.of(stream[a].spec), &y = costs.of(stream[b].spec);
+    const Known &x = be.of(stream[a].spec), &y = be.of(stream[b].spec);
     return x.matrix_bound != y.matrix_bound && x.task.on_chip_bytes + y.task.on_chip_bytes <= capacity;
   };
   const int n = static_cast<int>(stream.size());
@@ -123,16 +256,17 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
   r.completion_us.assign(n, 0);
   std::deque<int> queue;
   int next = 0;
-  double now = stream[0].arrival_us;
   auto admit_arrivals = [&] {
+    const double now = be.now();
     while (next < n && stream[next].arrival_us <= now) queue.push_back(next++);
   };
   while (next < n || !queue.empty()) {
     admit_arrivals();
     if (queue.empty()) {
-      now = stream[next].arrival_us;
+      be.wait_until(stream[next].arrival_us);
       continue;
     }
+    const double now = be.now();
     const int h = queue.front();
     int partner = -1;
     std::pair<double, double> done;
@@ -141,7 +275,7 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
         const int p = queue[q];
         if (!complementary(h, p)) continue;
         if (policy == "admission" && (stream[p].deadline_us > 0 || alone(p) > cap_us)) continue;
-        HANPU_RETURN_IF_ERROR(costs.pair(stream[h].spec, stream[p].spec, &done));
+        HANPU_RETURN_IF_ERROR(be.pair(stream[h].spec, stream[p].spec, &done));
         if (policy == "pairing" && (now + done.first + stream[h].chain_us > deadline(h) ||
                                     now + done.second + stream[p].chain_us > deadline(p))) {
           continue;  // pairing would break a deadline that running alone might keep
@@ -153,12 +287,12 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
         int k = next;
         while (k < n && !complementary(h, k)) ++k;
         if (k < n) {
-          HANPU_RETURN_IF_ERROR(costs.pair(stream[h].spec, stream[k].spec, &done));
+          HANPU_RETURN_IF_ERROR(be.pair(stream[h].spec, stream[k].spec, &done));
           const double t = stream[k].arrival_us;
           const bool fits = stream[h].deadline_us > 0 ? t + done.first + stream[h].chain_us <= deadline(h)
                                                       : t - now <= cap_us;
           if (fits) {
-            now = t;
+            be.wait_until(t);
             continue;  // the partner arrives, and is taken next round
           }
         }
@@ -169,12 +303,11 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
     if (partner >= 0) {
       queue.erase(std::find(queue.begin(), queue.end(), partner));
       ++r.pairs;
-      r.completion_us[h] = now + done.first;
-      r.completion_us[partner] = now + done.second;
-      now += std::max(done.first, done.second);
+      HANPU_RETURN_IF_ERROR(be.run_pair(stream[h].spec, stream[partner].spec, &done));
+      r.completion_us[h] = done.first;
+      r.completion_us[partner] = done.second;
     } else {
-      now += alone(h);
-      r.completion_us[h] = now;
+      HANPU_RETURN_IF_ERROR(be.run_alone(stream[h].spec, &r.completion_us[h]));
     }
   }
   double turnaround = 0;
@@ -192,6 +325,49 @@ Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, 
   r.deadline_miss_rate = with_deadline ? static_cast<double>(missed) / with_deadline : 0;
   *out = std::move(r);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, const std::string& policy,
+                  double cap_us, StreamResult* out, Executor ex) {
+  if (std::find(stream_policies().begin(), stream_policies().end(), policy) == stream_policies().end()) {
+    return InvalidArgument("unknown policy '" + policy + "' (fifo, pairing, admission)");
+  }
+  if (stream.empty()) return InvalidArgument("the stream has no tasks");
+  if (ex == Executor::kHost) return InvalidArgument("a stream runs on the NPU model or on one host core (host-core)");
+  if (ex == Executor::kModel && !d.has_sim) {
+    return InvalidArgument("device '" + d.name + "' has no \"sim\" section (the NPU model needs one)");
+  }
+  const double t0 = stream[0].arrival_us;
+  std::unique_ptr<Backend> be;
+  HostBackend* host = nullptr;
+  if (ex == Executor::kModel) {
+    be = std::make_unique<ModelBackend>(d, t0);
+  } else {
+    auto h = std::make_unique<HostBackend>(d, t0);
+    host = h.get();
+    be = std::move(h);
+  }
+  for (const StreamTask& s : stream) HANPU_RETURN_IF_ERROR(be->add(s.spec));
+  if (host) {
+    // Every pair a policy may form (complementary dominant engines) is timed before the clock starts: a
+    // prediction made mid-stream would take the core's time.
+    std::vector<std::string> specs;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (size_t a = 0; a < stream.size(); ++a) {
+      specs.push_back(stream[a].spec);
+      for (size_t b = a + 1; b < stream.size(); ++b) {
+        const std::string &x = stream[a].spec, &y = stream[b].spec;
+        if (be->of(x).matrix_bound == be->of(y).matrix_bound) continue;
+        pairs.emplace_back(x, y);
+        pairs.emplace_back(y, x);
+      }
+    }
+    HANPU_RETURN_IF_ERROR(host->calibrate(specs, pairs));
+    host->start();
+  }
+  return run_policy(stream, policy, cap_us, on_chip_capacity(d), *be, out);
 }
 
 }  // namespace hanpu::fuse

@@ -1,5 +1,5 @@
 // Pairing under deadlines (the fusion notes' scheduling question): a stream of tasks arriving over time
-// at one core of the NPU model, each with its resource vector and optionally a deadline, served by a
+// at one core of the NPU model or of this CPU, each with its resource vector and optionally a deadline, served by a
 // policy that decides which tasks share an entry.
 //
 // - fifo: every task its own entry, in arrival order.
@@ -11,8 +11,8 @@
 // - admission: interference-aware admission without waiting: a partner is admitted only if it is
 //   best effort, its dominant engine differs, it fits the on-chip budget and its own time is at most
 //   `cap_us`.
-// An entry holds the core until both of its tasks finish. Times come from the model: a task alone is
-// group 1, a pair group 4 (fuse/runtime.h).
+// An entry holds the core until both of its tasks finish. Times come from the model (a task alone is
+// group 1, a pair group 4, fuse/runtime.h), or from this CPU's core running the stream in real time.
 #pragma once
 
 #include <string>
@@ -44,7 +44,12 @@ struct StreamResult {
 
 const std::vector<std::string>& stream_policies();
 
+// Runs the stream under `policy` on the NPU model of `d` (model times, a virtual clock), or with
+// Executor::kHostCore on one core of this CPU in real time (`d` the host device): arrivals are waited for,
+// every entry runs the real kernels (alone: group 1, a pair: group 4 of the one-core executor) and
+// completions are measured; the policies decide by medians of three runs of each spec alone and each
+// complementary pair, timed before the clock starts.
 Status run_stream(const std::vector<StreamTask>& stream, const plan::Device& d, const std::string& policy,
-                  double cap_us, StreamResult* out);
+                  double cap_us, StreamResult* out, Executor ex = Executor::kModel);
 
 }  // namespace hanpu::fuse
