@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuse/runtime.h"
+#include "hanpu/engine.h"
 
 namespace hanpu::fuse {
 namespace {
@@ -81,6 +82,54 @@ TEST(FuseCore, GroupFourInterleavesTheTwoStreams) {
   }
   // 256 / 128 = 2 tiles per dimension: 8 tile products, each with 8 row-slices earning credit.
   EXPECT_GE(switches, 8) << trace.substr(0, 2000);
+}
+
+// The task generator's inputs (fuse/task.cpp inputs(): a fixed linear congruential sequence in [-1, 1)).
+std::vector<float> lcg(int64_t n, uint32_t seed) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return x;
+}
+
+// A host gdn / kda task is the engine's hanpu strategy on one head: its output equals engine_forward's on
+// the same inputs bit for bit, alone and interleaved with a vector task in group 4.
+TEST(FuseCore, ChunkTasksAreTheEnginesHeadSteps) {
+  const plan::Device d = host_device();
+  for (const Kind kind : {Kind::kGdn, Kind::kKda}) {
+    const int64_t chunks = 3, T = 64 * chunks, D = 128, w = kind == Kind::kKda ? D : 1;
+    std::vector<float> q = lcg(T * D, 4), k = lcg(T * D, 5), v = lcg(T * D, 6), g = lcg(T * w, 7), beta = lcg(T, 8);
+    for (float& x : g) x = -0.05f * (1.0f + x);
+    for (float& x : beta) x = 0.5f * (1.0f + x);
+    std::vector<float> o(static_cast<size_t>(T * D));
+    Inputs in;
+    in.q = TensorView(q.data(), DType::kF32, {1, T, 1, D});
+    in.k = TensorView(k.data(), DType::kF32, {1, T, 1, D});
+    in.v = TensorView(v.data(), DType::kF32, {1, T, 1, D});
+    in.g = kind == Kind::kKda ? TensorView(g.data(), DType::kF32, {1, T, 1, D}) : TensorView(g.data(), DType::kF32, {1, T, 1});
+    in.beta = TensorView(beta.data(), DType::kF32, {1, T, 1});
+    Options opt;
+    opt.kind = kind;
+    opt.use_qk_l2norm_in_kernel = true;
+    opt.precision = Precision::kBf16;
+    EngineConfig cfg;
+    cfg.threads = 1;
+    Outputs out;
+    out.o = TensorView(o.data(), DType::kF32, {1, T, 1, D});
+    ASSERT_TRUE(engine_forward(in, opt, cfg, out, nullptr).ok());
+    const std::string spec = std::string(kind_name(kind)) + ":" + std::to_string(chunks);
+    const Task alone = host_task(spec);
+    ASSERT_EQ(alone.stages.size(), 2u * chunks);
+    EXPECT_GT(alone.matrix_cycles, 0);
+    GroupResult r;
+    ASSERT_TRUE(run_group_core({alone}, d, 1, &r).ok());
+    EXPECT_EQ(*alone.host_output, o) << spec;
+    const Task paired = host_task(spec), vec = host_task("softmax:128x256:f32");
+    ASSERT_TRUE(run_group_core({paired, vec}, d, 4, &r).ok());
+    EXPECT_EQ(*paired.host_output, o) << spec;
+  }
 }
 
 TEST(FuseCore, Errors) {

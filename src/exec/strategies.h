@@ -1,6 +1,8 @@
 // The engine's strategies (include/hanpu/engine.h), each a function over a validated problem.
 #pragma once
 
+#include <memory>
+
 #include "exec/chunk_kernels.h"
 #include "exec/chunk_program.h"
 #include "exec/thread_pool.h"
@@ -18,6 +20,27 @@ void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& 
 void run_materialising(const Problem& p, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out, RunStats* stats);
 void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
                   RunStats* stats);
+
+// One (sequence, value head) of a validated problem run step by step on the calling thread, for hanpu
+// fuse's host chunk tasks: the hanpu strategy's own steps, so that running them in order computes, for that
+// head, what run_hanpu computes, bit for bit. prepare(c) is #1-#3 of chunk c (its rows, scores and inverse);
+// state(c) the program's state-dependent steps and the state update of chunk c, after prepare(c) and
+// state(c - 1) (state(0) starts from the initial state, the last chunk's stores the final state). Each
+// returns the flops it executed. `p`, `prog` and the outputs' memory must outlive it.
+class HeadSteps {
+ public:
+  HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out);
+  ~HeadSteps();
+  HeadSteps(const HeadSteps&) = delete;
+  HeadSteps& operator=(const HeadSteps&) = delete;
+  int64_t chunks() const;
+  double prepare(int64_t c);
+  double state(int64_t c);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Splits `items` into `parts` contiguous ranges; part i gets [begin, end).
 inline void static_range(int64_t items, int parts, int i, int64_t* begin, int64_t* end) {

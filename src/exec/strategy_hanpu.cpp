@@ -363,6 +363,50 @@ int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const pla
 
 }  // namespace
 
+struct HeadSteps::Impl {
+  const Problem& p;
+  const ChunkProgram& prog;
+  Work wk;
+  Outputs out;
+  RowLoader<float> rows;
+  HeadWorkspace ws;
+  Counters cnt;
+  Impl(const Problem& p_, const ChunkProgram& prog_, int64_t seq, int64_t hv, const Outputs& out_)
+      : p(p_), prog(prog_), wk{seq, hv, 0, p_.V}, out(with_strides(out_)), rows(p_),
+        ws(p_.opt.chunk_size, p_.K, p_.V, p_.gate_width()), cnt(counters_for(p_, 1)[0]) {
+    ws.states.resize(p.K * p.V);
+    ws.fit(prog, p.V, decays_on_results(p), p.bf16_gemm);
+  }
+  ChunkRows rows_of(int64_t c) const { return chunk_at(p, wk, p.seqs[wk.n].begin + c * p.opt.chunk_size); }
+  double flops_since(double before) const { return cnt.flops - before; }
+};
+
+HeadSteps::HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out)
+    : impl_(std::make_unique<Impl>(p, prog, seq, hv, out)) {}
+HeadSteps::~HeadSteps() = default;
+
+int64_t HeadSteps::chunks() const {
+  const Problem& p = impl_->p;
+  return (p.seqs[impl_->wk.n].len + p.opt.chunk_size - 1) / p.opt.chunk_size;
+}
+
+double HeadSteps::prepare(int64_t c) {
+  Impl& m = *impl_;
+  const double before = m.cnt.flops;
+  prepare_chunk(m.p, m.rows, m.wk, m.rows_of(c), m.ws.prep, m.ws, m.cnt);
+  return m.flops_since(before);
+}
+
+double HeadSteps::state(int64_t c) {
+  Impl& m = *impl_;
+  const double before = m.cnt.flops;
+  float* S = m.ws.states.data();
+  if (c == 0) begin_head(m.p, m.wk, S, m.cnt);
+  state_chunk(m.p, m.wk, m.prog, m.ws.prep, m.rows_of(c), m.ws, S, m.out, m.cnt);
+  if (c + 1 == chunks() && m.out.final_state) store_state(m.p, *m.out.final_state, m.wk.n, m.wk.hv, S, 0, m.p.V);
+  return m.flops_since(before);
+}
+
 void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
                bool breakdown, RunStats* stats) {
   const int threads = pool.size();

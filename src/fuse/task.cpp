@@ -6,8 +6,11 @@
 #include <cstring>
 #include <sstream>
 
+#include "exec/chunk_program.h"
+#include "exec/strategies.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
+#include "ops/problem.h"
 #include "plan/plan.h"
 #include "sim/chunk_lowering.h"
 
@@ -396,6 +399,83 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
   return Status::Ok();
 }
 
+// GDN / KDA chunks of one head on the host: the engine's hanpu strategy's own chunk steps (HeadSteps,
+// exec/strategies.h) running the chunk program of the planner's plan for the host device, in the bf16
+// precision mode (the matrix unit in use), over deterministic fp32 inputs: one sequence of 64 x CHUNKS
+// tokens, one head, K = V = 128, q and k l2-normalised in the kernel, gates in (-0.1, 0], beta in [0, 1).
+// Per chunk two stages on the matrix class (both are GEMM-bound): "prepare" (rows, scores, inverse) and
+// "state" (the state-dependent steps and the update), chained (one chunk's prepared buffers at a time);
+// their cycles are the flops of one warm-up run over twice the device's MACs per cycle. Region: the
+// plan's peak in the vector memory. The output is o [T, 128].
+struct ChunkData {
+  std::vector<float> q, k, v, g, beta, o;
+  Problem p;
+  ChunkProgram prog;
+  std::unique_ptr<HeadSteps> steps;
+};
+
+Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t region, Task* t) {
+  constexpr int64_t kC = 64, kDim = 128;
+  const int64_t T = chunks * kC, w = kind == Kind::kKda ? kDim : 1;
+  HANPU_RETURN_IF_ERROR(check_size(2.0 * static_cast<double>(chunks), 4.0 * static_cast<double>(T * kDim), true));
+  plan::Plan pl;
+  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, &pl));
+  const auto peak = pl.lifetimes.peak_bytes.find(d.vector_mem);
+  t->on_chip_bytes = peak == pl.lifetimes.peak_bytes.end() ? 0 : peak->second;
+  if (t->on_chip_bytes > region) {
+    return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
+                           ", more than the region of " + std::to_string(region));
+  }
+  auto g = std::make_shared<ChunkData>();
+  HANPU_RETURN_IF_ERROR(compile_chunk_program(pl.graph, pl.layouts.op_layout, &g->prog));
+  g->q = inputs(T * kDim, 4);
+  g->k = inputs(T * kDim, 5);
+  g->v = inputs(T * kDim, 6);
+  g->g = inputs(T * w, 7);
+  for (float& x : g->g) x = -0.05f * (1.0f + x);
+  g->beta = inputs(T, 8);
+  for (float& x : g->beta) x = 0.5f * (1.0f + x);
+  g->o.assign(static_cast<size_t>(T * kDim), 0.0f);
+  Inputs in;
+  in.q = TensorView(g->q.data(), DType::kF32, {1, T, 1, kDim});
+  in.k = TensorView(g->k.data(), DType::kF32, {1, T, 1, kDim});
+  in.v = TensorView(g->v.data(), DType::kF32, {1, T, 1, kDim});
+  in.g = kind == Kind::kKda ? TensorView(g->g.data(), DType::kF32, {1, T, 1, kDim})
+                            : TensorView(g->g.data(), DType::kF32, {1, T, 1});
+  in.beta = TensorView(g->beta.data(), DType::kF32, {1, T, 1});
+  Options opt;
+  opt.kind = kind;
+  opt.use_qk_l2norm_in_kernel = true;
+  opt.precision = Precision::kBf16;
+  HANPU_RETURN_IF_ERROR(validate_problem(in, opt, Mode::kChunk, &g->p));
+  Outputs out;
+  out.o = TensorView(g->o.data(), DType::kF32, {1, T, 1, kDim});
+  HANPU_RETURN_IF_ERROR(validate_outputs(g->p, out, Mode::kChunk));
+  g->steps = std::make_unique<HeadSteps>(g->p, g->prog, 0, 0, out);
+  // The warm-up run: each stage's flops for its cycles (the steps' flops do not depend on the data).
+  std::vector<double> flops;
+  for (int64_t c = 0; c < chunks; ++c) {
+    flops.push_back(g->steps->prepare(c));
+    flops.push_back(g->steps->state(c));
+  }
+  t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->o);
+  Builder b(d, t);
+  auto step = [&](bool state, int64_t c) {
+    HostStage h;
+    h.run = [g, state, c](int64_t, int64_t) {
+      if (state) g->steps->state(c);
+      else g->steps->prepare(c);
+    };
+    return h;
+  };
+  int last = -1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int prep = b.matrix("prepare", flops[2 * c] / 2, {last}, step(false, c));
+    last = b.matrix("state", flops[2 * c + 1] / 2, {prep}, step(true, c));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status build_task(const std::string& spec, const plan::Device& d, int64_t region, Task* out, bool host_data) {
@@ -422,8 +502,8 @@ Status build_task(const std::string& spec, const plan::Device& d, int64_t region
     st = build_gemm(dims, e, d, region, host_data, &t);
   } else if (kind == "gdn" || kind == "kda") {
     if (dims.size() != 1 || parts.size() > 2) return bad(kind + " takes CHUNKS (one head, C = 64, K = V = 128)");
-    if (host_data) return bad(kind + " chunk tasks run on the NPU model only (the host runs them with hanpu bench)");
-    st = build_chunks(kind == "gdn" ? Kind::kGdn : Kind::kKda, dims[0], d, region, &t);
+    const Kind k = kind == "gdn" ? Kind::kGdn : Kind::kKda;
+    st = host_data ? build_host_chunks(k, dims[0], d, region, &t) : build_chunks(k, dims[0], d, region, &t);
   } else {
     static const std::vector<std::pair<std::string, int>> kPasses = {
         {"softmax", 4}, {"rmsnorm", 2}, {"dequant", 1}, {"transform", 1}, {"eltwise", 2}};

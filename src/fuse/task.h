@@ -12,7 +12,8 @@
 //   eltwise:RxC[:dtype][:N]  a chain of N element-wise ops (default 2): N vector passes
 //   gdn:CHUNKS, kda:CHUNKS   one head's chunks (C = 64, K = V = 128) as the planner's plan for the device
 //                            orders them: each step on its engine at the cost model's cycles, the state
-//                            on chip from chunk to chunk (NPU model only)
+//                            on chip from chunk to chunk; on the host, the engine's own chunk steps on
+//                            the host plan's program (two matrix-class stages per chunk, task.cpp)
 // dtype: f16 (default), bf16, f32. Vector passes cost the bytes they touch over the device's vector rate,
 // matrix products MACs over its matrix rate, DMA the device's set-up plus bytes over the path (sim/).
 // On the host the stages run the real kernels: copies for DMA, the kernel registry's packing of the B
