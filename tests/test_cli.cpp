@@ -279,6 +279,8 @@ TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
   EXPECT_EQ(r["groups"].size(), 4u);
   EXPECT_EQ(r["one_core"]["group2_two_cores"]["group"].get<int>(), 2);
   EXPECT_GT(r["one_core"]["gain_over_2_two_cores"].get<double>(), 0);
+  EXPECT_EQ(r["one_core"]["model"].size(), 4u);
+  EXPECT_NE(log.find("measured / model"), std::string::npos) << log;
   EXPECT_NE(log.find("matrix lane: "), std::string::npos) << log;
   EXPECT_NE(log.find("4 one entry, interleaved"), std::string::npos) << log;
   if (!r["one_core"]["matrix_engine"].get<bool>()) {

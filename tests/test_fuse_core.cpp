@@ -132,6 +132,35 @@ TEST(FuseCore, ChunkTasksAreTheEnginesHeadSteps) {
   }
 }
 
+// The one-core model on hand-computable tasks: a matrix stage that took 300 us alone and a vector stage
+// that took 100 us, entries of 10 us. On one queue the pair takes 300 + 100 in one entry; with a matrix
+// engine beside the core it takes max(300, 100); each stage keeps its measured time.
+TEST(FuseCore, ModelPredictionFromTheAloneRates) {
+  const plan::Device d = host_device();
+  auto one = [](EngineClass e, double cycles) {
+    Task t;
+    t.spec = engine_class_name(e);
+    t.stages.push_back({"work", e, false, cycles, 0, {}});
+    (e == EngineClass::kMatrix ? t.matrix_cycles : t.vector_cycles) = cycles;
+    return t;
+  };
+  const std::vector<Task> ts = {one(EngineClass::kMatrix, 5000), one(EngineClass::kVector, 7000)};
+  std::vector<GroupResult> alone(2);
+  alone[0].stage_us = {{300}};
+  alone[1].stage_us = {{100}};
+  alone[0].lane_busy_us[Lane::kControl] = alone[1].lane_busy_us[Lane::kControl] = 10;
+  GroupResult serial[4], engine[4];
+  ASSERT_TRUE(predict_core(ts, alone, d, false, serial).ok());
+  ASSERT_TRUE(predict_core(ts, alone, d, true, engine).ok());
+  EXPECT_NEAR(serial[0].makespan_us, 10 + 300 + 10 + 100, 1e-6);  // group 1: entry, A, entry, B
+  EXPECT_NEAR(serial[2].makespan_us, 10 + 400, 1e-6);             // group 3: one entry, A then B
+  EXPECT_NEAR(serial[3].makespan_us, 10 + 400, 1e-6);             // group 4: one queue, nothing overlaps
+  EXPECT_NEAR(engine[3].makespan_us, 10 + 300, 1e-6);             // group 4: the matrix engine beside it
+  EXPECT_NEAR(engine[2].makespan_us, 10 + 400, 1e-6);             // the barrier still serialises
+  alone[1].stage_us = {};
+  EXPECT_NE(predict_core(ts, alone, d, false, serial).message().find("does not match"), std::string::npos);
+}
+
 TEST(FuseCore, Errors) {
   const plan::Device d = host_device();
   GroupResult r;
@@ -158,6 +187,7 @@ TEST(FuseCore, Errors) {
   EXPECT_EQ(pr.matrix_engine, host_matrix_engine());
   if (!pr.matrix_engine) EXPECT_EQ(pr.ideal, 1);  // one engine: nothing to overlap under the engine model
   EXPECT_GT(pr.gain_over_2_two_cores, 0);
+  for (const GroupResult& g : pr.model) EXPECT_GT(g.makespan_us, 0);  // the model's prediction beside it
 }
 
 }  // namespace

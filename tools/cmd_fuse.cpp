@@ -204,8 +204,8 @@ int run(const FuseArgs& a) {
       // loses against group 3 they show which work got slower.
       const bool core = ex == fuse::Executor::kHostCore;
       std::printf("  %-26s %11s %11s %11s %9s %9s %10s%s\n", "group", "makespan", "A done", "B done", "GM_MB",
-                  "stall", "on-chip_B", core ? "    copy_us  vector_us  matrix_us" : "");
-      auto row = [core](const char* name, const fuse::GroupResult& g) {
+                  "stall", "on-chip_B", core ? "    copy_us  vector_us  matrix_us   model_us" : "");
+      auto row = [core](const char* name, const fuse::GroupResult& g, const fuse::GroupResult* model) {
         char stall[32] = "-";
         if (g.dma_stall_us >= 0) std::snprintf(stall, sizeof stall, "%.1f", g.dma_stall_us);
         std::printf("  %-26s %11.1f %11.1f %11.1f %9.2f %9s %10lld", name, g.makespan_us, g.completion_us[0],
@@ -217,17 +217,26 @@ int run(const FuseArgs& a) {
           };
           std::printf(" %10.1f %10.1f %10.1f", busy(fuse::Lane::kDma), busy(fuse::Lane::kVector),
                       busy(fuse::Lane::kMatrix));
+          if (model) std::printf(" %10.1f", model->makespan_us);
         }
         std::printf("\n");
       };
       for (const fuse::GroupResult& g : r.groups) {
-        row(ex == fuse::Executor::kHostCore ? kCoreGroups[g.group - 1] : kGroups[g.group - 1], g);
+        row(core ? kCoreGroups[g.group - 1] : kGroups[g.group - 1], g, core ? &r.model[g.group - 1] : nullptr);
       }
-      if (r.has_two_cores) row("2 concurrent, two cores", r.group2_two_cores);
+      if (r.has_two_cores) row("2 concurrent, two cores", r.group2_two_cores, nullptr);
       std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx", r.e_effect, r.a_effect, r.gain_over_2,
                   r.ideal);
       if (r.has_two_cores) std::printf("   gain over 2 on two cores %.3fx", r.gain_over_2_two_cores);
       std::printf("\n");
+      if (core) {
+        std::printf("  model (the tasks' stages at each engine's alone rate, %s): A %.3fx; measured / model: "
+                    "group 1 %.3f, 2 %.3f, 3 %.3f, 4 %.3f\n",
+                    r.matrix_engine ? "the matrix engine its own queue" : "one queue for the whole core",
+                    r.model[2].makespan_us / r.model[3].makespan_us, r.groups[0].makespan_us / r.model[0].makespan_us,
+                    r.groups[1].makespan_us / r.model[1].makespan_us, r.groups[2].makespan_us / r.model[2].makespan_us,
+                    r.groups[3].makespan_us / r.model[3].makespan_us);
+      }
       labels.push_back(ta + " + " + tb);
       relative.emplace_back();
       for (const fuse::GroupResult& g : r.groups) relative.back().push_back(g.makespan_us / r.groups[0].makespan_us);
@@ -236,8 +245,10 @@ int run(const FuseArgs& a) {
       sweep.back().second.push_back(r.gain_over_2);
       nlohmann::json one_core = nullptr;
       if (r.has_two_cores) {
+        nlohmann::json model = nlohmann::json::array();
+        for (const fuse::GroupResult& g : r.model) model.push_back(group_json(g));
         one_core = {{"matrix_lane", r.matrix_lane}, {"matrix_engine", r.matrix_engine},
-                {"group2_two_cores", group_json(r.group2_two_cores)},
+                {"group2_two_cores", group_json(r.group2_two_cores)}, {"model", model},
                 {"gain_over_2_two_cores", r.gain_over_2_two_cores}};
       }
       records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},

@@ -182,6 +182,49 @@ Lane lane_of(EngineClass e) {
 
 bool host_matrix_engine() { return active_kernels().bf16_matrix_engine; }
 
+Status predict_core(const std::vector<Task>& tasks, const std::vector<GroupResult>& alone, const plan::Device& host,
+                    bool matrix_engine, GroupResult out[4]) {
+  if (tasks.size() != 2 || alone.size() != 2) return InvalidArgument("predict_core takes two tasks and their alone runs");
+  // Work (DMA bytes, vector cycles, matrix cycles of the host description) and measured time per class.
+  double work[3] = {}, busy_ns[3] = {}, entry_us = 0;
+  auto cls = [](const Stage& s) { return static_cast<int>(s.engine); };
+  for (int k = 0; k < 2; ++k) {
+    const Task& t = tasks[k];
+    if (alone[k].stage_us.size() != 1 || alone[k].stage_us[0].size() != t.stages.size()) {
+      return InvalidArgument("the alone run of '" + t.spec + "' does not match its stages");
+    }
+    for (size_t i = 0; i < t.stages.size(); ++i) {
+      const Stage& s = t.stages[i];
+      work[cls(s)] += s.engine == EngineClass::kDma ? s.bytes : s.cycles;
+      busy_ns[cls(s)] += 1e3 * alone[k].stage_us[0][i];
+    }
+    const auto c = alone[k].lane_busy_us.find(Lane::kControl);
+    entry_us += c == alone[k].lane_busy_us.end() ? 0 : c->second / 2;
+  }
+  // Per class: model work units per ns (bytes per ns for copies), so that a stage costs its measured share.
+  double rate[3];
+  for (int c = 0; c < 3; ++c) rate[c] = work[c] > 0 && busy_ns[c] > 0 ? work[c] / busy_ns[c] : 1;
+  plan::Device m = host;
+  m.name = host.name + " one-core model";
+  m.clock_ghz = 1;  // cycles are ns
+  m.has_sim = true;
+  m.sim = plan::SimParams();
+  m.sim.global_read_bytes_per_cycle = m.sim.global_write_bytes_per_cycle = rate[static_cast<int>(EngineClass::kDma)];
+  m.sim.launch_overhead_us = entry_us;
+  const std::string core = "core";
+  m.sim.queues = {core, core, core, matrix_engine ? "matrix" : core, core, core, "control"};
+  std::vector<Task> model = tasks;
+  for (Task& t : model) {
+    t.host.clear();
+    t.host_output.reset();
+    for (Stage& s : t.stages) {
+      if (s.engine != EngineClass::kDma) s.cycles /= rate[cls(s)];
+    }
+  }
+  for (int g = 1; g <= 4; ++g) HANPU_RETURN_IF_ERROR(run_group(model, m, g, &out[g - 1]));
+  return Status::Ok();
+}
+
 Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int group, GroupResult* out,
                       std::string* trace, bool two_cores) {
   for (const Task& t : tasks) {

@@ -129,6 +129,7 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   if (ex == Executor::kHostCore) {
     rep.has_two_cores = true;
     rep.group2_two_cores = median[6].first;
+    HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, {median[0].first, median[1].first}, d, rep.matrix_engine, rep.model));
   }
   if (ex != Executor::kModel) {
     // Host contention: the DMA stages' time in the group beyond the same stages' time alone (summed with

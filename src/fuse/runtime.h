@@ -35,6 +35,15 @@ Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int
 // tiles), so that one core can overlap them with vector work; false: the matrix lane is the vector unit.
 bool host_matrix_engine();
 
+// The NPU model's prediction of two tasks on one core of this CPU: each task's own stage DAG on a model
+// device whose queues are the core's engines (copies, vector passes and, without a matrix engine, the
+// GEMMs on one "core" queue; with one, a "matrix" queue beside it), every stage at the rate its engine
+// class showed in the tasks' alone runs on the one-core executor (`alone`, group 1 each: busy time over
+// work), an entry at their mean entry time. What the model leaves out (caches shared by the two
+// streams, the interleaving's bookkeeping, a time-sliced group 2) is the distance to the measurement.
+Status predict_core(const std::vector<Task>& tasks, const std::vector<GroupResult>& alone, const plan::Device& host,
+                    bool matrix_engine, GroupResult out[4]);
+
 struct PairReport {
   std::string executor, device;
   std::vector<Task> tasks;
@@ -46,6 +55,7 @@ struct PairReport {
   double gain_over_2_two_cores = 0;  // group 2 on two cores / group 4 on one
   std::string matrix_lane;
   bool matrix_engine = false;
+  GroupResult model[4];  // host-core: predict_core's groups for the pair
   double dma_us = 0, vector_us = 0, matrix_us = 0;  // engine time of the tasks each run alone (summed)
   // (D + V + M) / max(D, V, M); on one core, where copies and vector passes share the core's own
   // instruction stream, (D + V + M) / max(D + V, M) with a matrix engine and 1 without one.
