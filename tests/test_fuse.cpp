@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "fuse/runtime.h"
+#include "fuse_test_util.h"
 #include "kernels/bf16_round.h"
 
 namespace hanpu::fuse {
@@ -174,19 +175,6 @@ TEST(Fuse, TaskSpecsBuildTilePipelines) {
   EXPECT_NE(build_task("eltwise:100000x2000", d, 1 << 20, &t, true).message().find("host data"), std::string::npos);
 }
 
-plan::Device host_device() {
-  plan::Device host;
-  EXPECT_TRUE(plan::load_device("host", &host).ok());
-  return host;
-}
-
-Task host_task(const std::string& spec) {
-  Task t;
-  const Status st = build_task(spec, host_device(), 1 << 20, &t, true);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return t;
-}
-
 // On the host executor every kind of task gives, paired with a GEMM under one entry (barrier off), the
 // same output bit for bit as run alone; and the outputs are the kernels' (a GEMM against a plain
 // triple loop, softmax rows summing to 1).
@@ -203,20 +191,14 @@ TEST(FuseHost, PairedResultsEqualRunningAlone) {
     EXPECT_EQ(*pa.host_output, *pb.host_output) << spec;
     EXPECT_EQ(r.completion_us.size(), 2u);
   }
-  // The GEMM's numbers: C = bf16(A) bf16(B) with A, B the task's inputs (the same generator, seeds 1 and
-  // 2), the operands rounded as the matrix lane's bf16 GEMM takes them, fp32 accumulation.
+  // The GEMM's numbers: C = bf16(A) bf16(B) with A, B the task's inputs (task_inputs, seeds 1 and 2), the
+  // operands rounded as the matrix lane's bf16 GEMM takes them, fp32 accumulation.
   const Task g = host_task("gemm:33x17x40");
   GroupResult r;
   ASSERT_TRUE(run_group_host({g}, 1, 4 << 20, &r).ok());
-  uint32_t seed = 1;
-  auto next = [&seed] {
-    seed = seed * 1664525u + 1013904223u;
-    return static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  };
-  std::vector<float> A(33 * 40), B(40 * 17);
-  for (float& v : A) v = round_bf16(next());
-  seed = 2;
-  for (float& v : B) v = round_bf16(next());
+  std::vector<float> A = task_inputs(33 * 40, 1), B = task_inputs(40 * 17, 2);
+  for (float& v : A) v = round_bf16(v);
+  for (float& v : B) v = round_bf16(v);
   for (int i = 0; i < 33; ++i) {
     for (int j = 0; j < 17; ++j) {
       double c = 0;

@@ -7,23 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "fuse/runtime.h"
+#include "fuse_test_util.h"
 #include "hanpu/engine.h"
 
 namespace hanpu::fuse {
 namespace {
-
-plan::Device host_device() {
-  plan::Device host;
-  EXPECT_TRUE(plan::load_device("host", &host).ok());
-  return host;
-}
-
-Task host_task(const std::string& spec) {
-  Task t;
-  const Status st = build_task(spec, host_device(), 1 << 20, &t, true);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return t;
-}
 
 // Each host stage cut into slices gives the same bits as the stage run whole, whatever the other task
 // does between its slices: every group (and group 2 on two cores) against each task run alone.
@@ -84,23 +72,15 @@ TEST(FuseCore, GroupFourInterleavesTheTwoStreams) {
   EXPECT_GE(switches, 8) << trace.substr(0, 2000);
 }
 
-// The task generator's inputs (fuse/task.cpp inputs(): a fixed linear congruential sequence in [-1, 1)).
-std::vector<float> lcg(int64_t n, uint32_t seed) {
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) {
-    seed = seed * 1664525u + 1013904223u;
-    v = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  return x;
-}
-
 // A host gdn / kda task is the engine's hanpu strategy on one head: its output equals engine_forward's on
 // the same inputs bit for bit, alone and interleaved with a vector task in group 4.
 TEST(FuseCore, ChunkTasksAreTheEnginesHeadSteps) {
   const plan::Device d = host_device();
   for (const Kind kind : {Kind::kGdn, Kind::kKda}) {
     const int64_t chunks = 3, T = 64 * chunks, D = 128, w = kind == Kind::kKda ? D : 1;
-    std::vector<float> q = lcg(T * D, 4), k = lcg(T * D, 5), v = lcg(T * D, 6), g = lcg(T * w, 7), beta = lcg(T, 8);
+    // The task's own inputs (fuse/task.h task_inputs, seeds 4 to 8) and its gate and beta maps.
+    std::vector<float> q = task_inputs(T * D, 4), k = task_inputs(T * D, 5), v = task_inputs(T * D, 6),
+                       g = task_inputs(T * w, 7), beta = task_inputs(T, 8);
     for (float& x : g) x = -0.05f * (1.0f + x);
     for (float& x : beta) x = 0.5f * (1.0f + x);
     std::vector<float> o(static_cast<size_t>(T * D));

@@ -98,8 +98,9 @@ class Builder {
   Task* t_;
 };
 
-// Deterministic inputs in [-1, 1): a fixed linear congruential sequence.
-std::vector<float> inputs(int64_t n, uint32_t seed) {
+}  // namespace
+
+std::vector<float> task_inputs(int64_t n, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(n));
   for (float& v : x) {
     seed = seed * 1664525u + 1013904223u;
@@ -107,6 +108,8 @@ std::vector<float> inputs(int64_t n, uint32_t seed) {
   }
   return x;
 }
+
+namespace {
 
 // Copies a rows x cols block between row-major matrices.
 void copy_block(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
@@ -156,8 +159,8 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
   std::shared_ptr<GemmData> g;
   if (host) {
     g = std::make_shared<GemmData>();
-    g->A = inputs(M * K, 1);
-    g->B = inputs(K * N, 2);
+    g->A = task_inputs(M * K, 1);
+    g->B = task_inputs(K * N, 2);
     g->C.assign(static_cast<size_t>(M * N), 0.0f);
     for (int s = 0; s < 2; ++s) {
       g->a[s].resize(static_cast<size_t>(tile * tile));
@@ -281,11 +284,11 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   if (host) {
     g = std::make_shared<RowData>();
     if (dequant) {
-      const std::vector<float> v = inputs(R * C, 3);
+      const std::vector<float> v = task_inputs(R * C, 3);
       g->in8.resize(v.size());
       for (size_t i = 0; i < v.size(); ++i) g->in8[i] = static_cast<int8_t>(std::lround(v[i] * 127));
     } else {
-      g->in = inputs(R * C, 3);
+      g->in = task_inputs(R * C, 3);
     }
     const int64_t padded = (rb + 15) / 16 * 16;
     g->out.assign(static_cast<size_t>(transform ? (R + rb - 1) / rb * padded * ((C + 15) / 16 * 16) : R * C), 0.0f);
@@ -368,6 +371,19 @@ class StageSink : public sim::ChunkSink {
   const Task& t_;
 };
 
+// The planner's plan of a chunk for the device (default passes, C = 64, K = V = 128) and the task's
+// region: the plan's peak in the vector memory, refused beyond `region`.
+Status chunk_plan(Kind kind, const plan::Device& d, int64_t region, plan::Plan* pl, Task* t) {
+  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, pl));
+  const auto peak = pl->lifetimes.peak_bytes.find(d.vector_mem);
+  t->on_chip_bytes = peak == pl->lifetimes.peak_bytes.end() ? 0 : peak->second;
+  if (t->on_chip_bytes > region) {
+    return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
+                           ", more than the region of " + std::to_string(region));
+  }
+  return Status::Ok();
+}
+
 // GDN / KDA chunks of one head from the planner's plan for the device (default passes, C = 64,
 // K = V = 128), lowered by the NPU model's chunk lowering (sim/chunk_lowering.h): the state carries from
 // chunk to chunk on chip. Region: the plan's peak in the vector memory; chunk c waits for chunk c - 2
@@ -375,13 +391,7 @@ class StageSink : public sim::ChunkSink {
 Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t region, Task* t) {
   if (!d.has_sim) return InvalidArgument("gdn and kda tasks need the device's \"sim\" section");
   plan::Plan pl;
-  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, &pl));
-  const auto peak = pl.lifetimes.peak_bytes.find(d.vector_mem);
-  t->on_chip_bytes = peak == pl.lifetimes.peak_bytes.end() ? 0 : peak->second;
-  if (t->on_chip_bytes > region) {
-    return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
-                           ", more than the region of " + std::to_string(region));
-  }
+  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, &pl, t));
   HANPU_RETURN_IF_ERROR(check_size(static_cast<double>(chunks) * 4 * static_cast<double>(pl.graph.ops.size()), 0, false));
   std::unique_ptr<sim::ChunkLowering> low;
   HANPU_RETURN_IF_ERROR(sim::make_lowering(pl, d, &low));
@@ -419,21 +429,15 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   const int64_t T = chunks * kC, w = kind == Kind::kKda ? kDim : 1;
   HANPU_RETURN_IF_ERROR(check_size(2.0 * static_cast<double>(chunks), 4.0 * static_cast<double>(T * kDim), true));
   plan::Plan pl;
-  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, &pl));
-  const auto peak = pl.lifetimes.peak_bytes.find(d.vector_mem);
-  t->on_chip_bytes = peak == pl.lifetimes.peak_bytes.end() ? 0 : peak->second;
-  if (t->on_chip_bytes > region) {
-    return InvalidArgument("a chunk needs " + std::to_string(t->on_chip_bytes) + " bytes of " + d.vector_mem +
-                           ", more than the region of " + std::to_string(region));
-  }
+  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, &pl, t));
   auto g = std::make_shared<ChunkData>();
   HANPU_RETURN_IF_ERROR(compile_chunk_program(pl.graph, pl.layouts.op_layout, &g->prog));
-  g->q = inputs(T * kDim, 4);
-  g->k = inputs(T * kDim, 5);
-  g->v = inputs(T * kDim, 6);
-  g->g = inputs(T * w, 7);
+  g->q = task_inputs(T * kDim, 4);
+  g->k = task_inputs(T * kDim, 5);
+  g->v = task_inputs(T * kDim, 6);
+  g->g = task_inputs(T * w, 7);
   for (float& x : g->g) x = -0.05f * (1.0f + x);
-  g->beta = inputs(T, 8);
+  g->beta = task_inputs(T, 8);
   for (float& x : g->beta) x = 0.5f * (1.0f + x);
   g->o.assign(static_cast<size_t>(T * kDim), 0.0f);
   Inputs in;

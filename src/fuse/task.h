@@ -75,6 +75,10 @@ struct Task {
 Status build_task(const std::string& spec, const plan::Device& d, int64_t region_bytes, Task* out,
                   bool host_data = false);
 
+// The deterministic inputs host tasks are built on: n values in [-1, 1) of a fixed linear congruential
+// sequence from `seed` (GEMM A and B: seeds 1 and 2; row tasks: 3; gdn / kda q, k, v, g, beta: 4 to 8).
+std::vector<float> task_inputs(int64_t n, uint32_t seed);
+
 // The capacity of the device's vector memory (UB, VTCM): what in-flight tasks' regions share.
 int64_t on_chip_capacity(const plan::Device& d);
 
