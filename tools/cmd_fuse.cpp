@@ -273,9 +273,11 @@ int run(const FuseArgs& a) {
   }
   if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
   if (!a.plot_path.empty()) {
-    const std::string svg = svg_grouped_bars("four groups on " + d.name + ": makespan relative to serial entries",
-                                             "makespan / group 1", labels,
-                                             {kGroups[0], kGroups[1], kGroups[2], kGroups[3]}, relative);
+    const char* const* names = ex == fuse::Executor::kHostCore ? kCoreGroups : kGroups;
+    const std::string where = ex == fuse::Executor::kHostCore ? d.name + " (one core)" : d.name;
+    const std::string svg = svg_grouped_bars("four groups on " + where + ": makespan relative to serial entries",
+                                             "makespan / group 1", labels, {names[0], names[1], names[2], names[3]},
+                                             relative);
     if (!write_file(a.plot_path, svg)) return fail("cannot write '" + a.plot_path + "'");
   }
   const std::string json = nlohmann::json({{"device", d.name}, {"records", records}}).dump(2) + "\n";

@@ -209,6 +209,15 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
                 out->matrix_peak_gflops,
                 ks.bf16_peak ? "" : " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)");
   progress(line);
+  // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
+  // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
+  if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {
+    std::snprintf(line, sizeof line,
+                  "note: the bf16 GEMM unit's peak is %.2fx the fp32 FMA peak here, so --precision bf16 is not "
+                  "expected to be faster than exact on this CPU",
+                  out->matrix_peak_gflops / out->fma_peak_gflops);
+    progress(line);
+  }
   if (cfg.decode) return run_decode_bench(cfg, threads, progress, out);
 
   const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
