@@ -285,6 +285,8 @@ TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
   EXPECT_NE(log.find("4 one entry, interleaved"), std::string::npos) << log;
   if (!r["one_core"]["matrix_engine"].get<bool>()) {
     EXPECT_NE(log.find("the matrix engine is absent"), std::string::npos) << log;
+    EXPECT_NE(log.find("model with the GEMMs on an engine beside the core"), std::string::npos) << log;
+    EXPECT_TRUE(r["one_core"]["model_with_matrix_engine"].is_object());
   }
   std::ifstream t(trace_path);
   EXPECT_TRUE(nlohmann::json::parse(t).contains("traceEvents"));

@@ -236,6 +236,10 @@ int run(const FuseArgs& a) {
                     r.model[2].makespan_us / r.model[3].makespan_us, r.groups[0].makespan_us / r.model[0].makespan_us,
                     r.groups[1].makespan_us / r.model[1].makespan_us, r.groups[2].makespan_us / r.model[2].makespan_us,
                     r.groups[3].makespan_us / r.model[3].makespan_us);
+        if (r.has_engine_model) {
+          std::printf("  model with the GEMMs on an engine beside the core at their rate here: group 4 %.1f us, A %.3fx\n",
+                      r.engine_model[3].makespan_us, r.engine_model[2].makespan_us / r.engine_model[3].makespan_us);
+        }
       }
       labels.push_back(ta + " + " + tb);
       relative.emplace_back();
@@ -249,6 +253,7 @@ int run(const FuseArgs& a) {
         for (const fuse::GroupResult& g : r.model) model.push_back(group_json(g));
         one_core = {{"matrix_lane", r.matrix_lane}, {"matrix_engine", r.matrix_engine},
                 {"group2_two_cores", group_json(r.group2_two_cores)}, {"model", model},
+                {"model_with_matrix_engine", r.has_engine_model ? group_json(r.engine_model[3]) : nlohmann::json(nullptr)},
                 {"gain_over_2_two_cores", r.gain_over_2_two_cores}};
       }
       records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},

@@ -129,7 +129,12 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   if (ex == Executor::kHostCore) {
     rep.has_two_cores = true;
     rep.group2_two_cores = median[6].first;
-    HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, {median[0].first, median[1].first}, d, rep.matrix_engine, rep.model));
+    const std::vector<GroupResult> alone_runs = {median[0].first, median[1].first};
+    HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, alone_runs, d, rep.matrix_engine, rep.model));
+    if (!rep.matrix_engine) {
+      rep.has_engine_model = true;
+      HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, alone_runs, d, true, rep.engine_model));
+    }
   }
   if (ex != Executor::kModel) {
     // Host contention: the DMA stages' time in the group beyond the same stages' time alone (summed with

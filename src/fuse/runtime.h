@@ -55,7 +55,11 @@ struct PairReport {
   double gain_over_2_two_cores = 0;  // group 2 on two cores / group 4 on one
   std::string matrix_lane;
   bool matrix_engine = false;
-  GroupResult model[4];  // host-core: predict_core's groups for the pair
+  GroupResult model[4];  // host-core: predict_core's groups for the pair on this core
+  // host-core without a matrix engine: the same prediction with the GEMMs on an engine beside the core
+  // at the rate they ran here (what a matrix engine of that speed would leave to overlap); else unset.
+  bool has_engine_model = false;
+  GroupResult engine_model[4];
   double dma_us = 0, vector_us = 0, matrix_us = 0;  // engine time of the tasks each run alone (summed)
   // (D + V + M) / max(D, V, M); on one core, where copies and vector passes share the core's own
   // instruction stream, (D + V + M) / max(D + V, M) with a matrix engine and 1 without one.
