@@ -277,8 +277,10 @@ TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
   const nlohmann::json& r = j["records"][0];
   EXPECT_EQ(r["executor"].get<std::string>(), "host-core");
   EXPECT_EQ(r["groups"].size(), 4u);
-  EXPECT_EQ(r["one_core"]["group2_two_cores"]["group"].get<int>(), 2);
-  EXPECT_GT(r["one_core"]["gain_over_2_two_cores"].get<double>(), 0);
+  if (!r["one_core"]["group2_two_cores"].is_null()) {  // where the process may use two CPUs
+    EXPECT_EQ(r["one_core"]["group2_two_cores"]["group"].get<int>(), 2);
+    EXPECT_GT(r["one_core"]["gain_over_2_two_cores"].get<double>(), 0);
+  }
   EXPECT_EQ(r["one_core"]["model"].size(), 4u);
   EXPECT_NE(log.find("measured / model"), std::string::npos) << log;
   EXPECT_NE(log.find("matrix lane: "), std::string::npos) << log;

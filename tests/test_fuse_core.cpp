@@ -2,10 +2,13 @@
 // for bit; group 4 interleaves the two tasks' slices in one stream; errors name what is wrong.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
+#include "exec/thread_pool.h"
 #include "fuse/runtime.h"
 #include "fuse_test_util.h"
 #include "hanpu/engine.h"
@@ -160,10 +163,23 @@ TEST(FuseCore, Errors) {
   }
   const std::vector<Task> ts = {host_task("gemm:64x64x64"), host_task("eltwise:64x64")};
   EXPECT_NE(run_group_core(ts, small, 4, &r).message().find("refused"), std::string::npos);
+  // Restricted to one CPU: group 2 on two cores is refused, and a pair report leaves it out.
+  cpu_set_t saved, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  CPU_ZERO(&one);
+  CPU_SET(allowed_cpus()[0], &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const Status refused = run_group_core(ts, d, 2, &r, nullptr, true);
+  PairReport single;
+  const Status single_st = run_pair("gemm:64x64x64", "eltwise:64x64", d, Executor::kHostCore, &single, nullptr, 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_NE(refused.message().find("needs two CPUs"), std::string::npos) << refused.ToString();
+  ASSERT_TRUE(single_st.ok()) << single_st.ToString();
+  EXPECT_FALSE(single.has_two_cores);
   PairReport pr;
   ASSERT_TRUE(run_pair("gemm:64x64x64", "eltwise:64x64", d, Executor::kHostCore, &pr, nullptr, 1).ok());
   EXPECT_EQ(pr.executor, "host-core");
-  EXPECT_TRUE(pr.has_two_cores);
+  EXPECT_EQ(pr.has_two_cores, allowed_cpus().size() >= 2);
   EXPECT_EQ(pr.matrix_engine, host_matrix_engine());
   if (!pr.matrix_engine) EXPECT_EQ(pr.ideal, 1);  // one engine: nothing to overlap under the engine model
   EXPECT_GT(pr.gain_over_2_two_cores, 0);

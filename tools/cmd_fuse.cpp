@@ -248,13 +248,16 @@ int run(const FuseArgs& a) {
       for (const fuse::GroupResult& g : r.groups) groups.push_back(group_json(g));
       sweep.back().second.push_back(r.gain_over_2);
       nlohmann::json one_core = nullptr;
-      if (r.has_two_cores) {
+      if (core) {
         nlohmann::json model = nlohmann::json::array();
         for (const fuse::GroupResult& g : r.model) model.push_back(group_json(g));
-        one_core = {{"matrix_lane", r.matrix_lane}, {"matrix_engine", r.matrix_engine},
-                {"group2_two_cores", group_json(r.group2_two_cores)}, {"model", model},
-                {"model_with_matrix_engine", r.has_engine_model ? group_json(r.engine_model[3]) : nlohmann::json(nullptr)},
-                {"gain_over_2_two_cores", r.gain_over_2_two_cores}};
+        const nlohmann::json none = nullptr;
+        one_core = {{"matrix_lane", r.matrix_lane},
+                    {"matrix_engine", r.matrix_engine},
+                    {"group2_two_cores", r.has_two_cores ? group_json(r.group2_two_cores) : none},
+                    {"gain_over_2_two_cores", r.has_two_cores ? nlohmann::json(r.gain_over_2_two_cores) : none},
+                    {"model", model},
+                    {"model_with_matrix_engine", r.has_engine_model ? group_json(r.engine_model[3]) : none}};
       }
       records.push_back({{"executor", r.executor}, {"task_a", ta}, {"task_b", tb}, {"dma_us", r.dma_us},
                          {"one_core", one_core},

@@ -239,8 +239,12 @@ Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int
   GroupPlan plan;
   HANPU_RETURN_IF_ERROR(plan_group(tasks, group, on_chip_capacity(d), "L2", &plan));
   const std::vector<int> cpus = allowed_cpus();
+  if (two_cores && cpus.size() < 2) {
+    return InvalidArgument("group 2 on two cores needs two CPUs this process may use, it has " +
+                           std::to_string(cpus.size()));
+  }
   const int cpu = cpus.empty() ? -1 : cpus[0];
-  const int other = cpus.size() > 1 ? cpus[1] : cpu;
+  const int other = two_cores ? cpus[1] : cpu;
   const size_t n_workers = group == 2 ? tasks.size() : 1;
   std::vector<std::unique_ptr<CoreWorker>> workers;
   for (size_t w = 0; w < n_workers; ++w) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "exec/thread_pool.h"
 #include "kernels/kernel_set.h"
 #include "sim/event_sim.h"
 #include "sim/lower.h"
@@ -86,7 +87,9 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   // on two cores). The model runs once; the host interleaves `reps` repetitions (so drift hits every
   // group alike) and keeps, per run, the repetition with the median makespan.
   const int n_reps = ex == Executor::kModel ? 1 : std::max(1, reps);
-  const int kRuns = ex == Executor::kHostCore ? 7 : 6;  // alone A, alone B, groups 1..4[, group 2 on two cores]
+  // alone A, alone B, groups 1..4[, group 2 on two cores, where this process may use two CPUs]
+  const bool two_cores = ex == Executor::kHostCore && allowed_cpus().size() >= 2;
+  const int kRuns = two_cores ? 7 : 6;
   const int kGroup4 = 5;
   const std::vector<Task> alone[2] = {{rep.tasks[0]}, {rep.tasks[1]}};
   std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);  // (result, trace)
@@ -127,8 +130,8 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   }
   for (int g = 1; g <= 4; ++g) rep.groups[g - 1] = median[g + 1].first;
   if (ex == Executor::kHostCore) {
-    rep.has_two_cores = true;
-    rep.group2_two_cores = median[6].first;
+    rep.has_two_cores = two_cores;
+    if (two_cores) rep.group2_two_cores = median[6].first;
     const std::vector<GroupResult> alone_runs = {median[0].first, median[1].first};
     HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, alone_runs, d, rep.matrix_engine, rep.model));
     if (!rep.matrix_engine) {

@@ -48,8 +48,8 @@ struct PairReport {
   std::string executor, device;
   std::vector<Task> tasks;
   GroupResult groups[4];
-  // host-core: group 2 with its two entries on two cores (groups[1] is on one core), and the lane the
-  // GEMMs run on.
+  // host-core: group 2 with its two entries on two cores (groups[1] is on one core; run where the
+  // process may use two CPUs), and the lane the GEMMs run on.
   bool has_two_cores = false;
   GroupResult group2_two_cores;
   double gain_over_2_two_cores = 0;  // group 2 on two cores / group 4 on one
