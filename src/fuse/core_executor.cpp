@@ -10,12 +10,18 @@
 //   group 3: one worker, one entry: A's stages, then B's (the barrier).
 //   group 4: one worker, one entry: A's and B's stage slices interleaved in one instruction stream
 //            (software pipelining, see interleave()).
-// Every time is wall-clock from the first hand-off; a stage's time is the sum of its slices' runs.
+// Every time is wall-clock from the first hand-off; a stage's time is the sum of its slices' runs (a run
+// lasts from the previous run's end on its worker to its own, so busy times add up to the makespan).
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "exec/thread_pool.h"
 #include "fuse/runtime.h"
@@ -86,11 +92,23 @@ class CoreWorker {
   std::thread thread_;
 };
 
-// One run of slices [s0, s1) of a task's stage, in ns from the first hand-off.
+// Slice runs are stamped with the time-stamp counter where there is one: group 4 stamps thousands of runs,
+// and the counter reads in a few ns where the steady clock takes ~26 ns (this VM's vDSO), which would be
+// measured as the interleaving's own cost. Each run is stamped once, at its end: it starts where the
+// previous run of its worker ended. Ticks become ns by the steady clock's reading over the whole group.
+uint64_t ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+#endif
+}
+
+// One run of slices [s0, s1) of a task's stage, in ticks.
 struct SliceRun {
   int stage = 0;
   int64_t s0 = 0, s1 = 0;
-  double start = 0, end = 0;
+  uint64_t start = 0, end = 0;
 };
 
 // A stage's cost in core cycles, from the task's resource vector: compute stages their cycles; a copy
@@ -99,19 +117,19 @@ double stage_cost(const Stage& s, const plan::Device& d) {
   return s.engine == EngineClass::kDma ? 2 * s.bytes / d.vector_bytes_per_cycle : s.cycles;
 }
 
-// Runs one task's stages on the calling worker, recording every slice run.
+// Runs one task's stages on the calling worker, recording every slice run; `last` is the worker's last
+// stamp (the job's start, then each run's end).
 class TaskRunner {
  public:
-  TaskRunner(const Task& t, Clock::time_point t0, std::vector<SliceRun>* runs) : t_(t), t0_(t0), runs_(runs) {}
-  double now() const { return std::chrono::duration<double, std::nano>(Clock::now() - t0_).count(); }
+  TaskRunner(const Task& t, uint64_t* last, std::vector<SliceRun>* runs) : t_(t), last_(last), runs_(runs) {}
   // Runs the next `n` slices of the current stage (moving on to the next stage at its end).
   void run(int64_t n) {
     const HostStage& h = t_.host[stage_];
     const int64_t s1 = std::min(h.slices, slice_ + n);
-    SliceRun r{stage_, slice_, s1, now(), 0};
     h.run(slice_, s1);
-    r.end = now();
-    runs_->push_back(r);
+    const uint64_t end = ticks();
+    runs_->push_back({stage_, slice_, s1, *last_, end});
+    *last_ = end;
     slice_ = s1;
     if (slice_ == h.slices) {
       ++stage_;
@@ -127,7 +145,7 @@ class TaskRunner {
 
  private:
   const Task& t_;
-  Clock::time_point t0_;
+  uint64_t* last_;
   std::vector<SliceRun>* runs_;
   int stage_ = 0;
   int64_t slice_ = 0;
@@ -253,40 +271,46 @@ Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int
   const size_t n = plan.stages.size();
   std::vector<double> start(n, 0), end(n, 0);
   std::vector<std::vector<SliceRun>> runs(tasks.size());
+  std::vector<uint64_t> last(tasks.size(), 0);  // each job's last stamp (jobs 1.. only in groups 1 and 2)
   const Clock::time_point t0 = Clock::now();
+  const uint64_t k0 = ticks();
   auto now = [&] { return std::chrono::duration<double, std::nano>(Clock::now() - t0).count(); };
   // An entry's job: its end is the job's first instruction.
   auto entry_job = [&](int entry, std::function<void()> body) {
     start[plan.entries[entry]] = now();
     return [&, entry, body = std::move(body)] {
       end[plan.entries[entry]] = now();
+      last[entry] = ticks();
       body();
     };
   };
-  auto whole = [&](size_t k) {
-    return [&, k] { TaskRunner(tasks[k], t0, &runs[k]).run_all(); };
+  auto whole = [&](size_t k, size_t job) {
+    return [&, k, job] { TaskRunner(tasks[k], &last[job], &runs[k]).run_all(); };
   };
   if (group == 1) {
     for (size_t k = 0; k < tasks.size(); ++k) {
-      workers[0]->post(entry_job(static_cast<int>(k), whole(k)));
+      workers[0]->post(entry_job(static_cast<int>(k), whole(k, k)));
       workers[0]->wait();
     }
   } else if (group == 2) {
-    for (size_t k = 0; k < tasks.size(); ++k) workers[k]->post(entry_job(static_cast<int>(k), whole(k)));
+    for (size_t k = 0; k < tasks.size(); ++k) workers[k]->post(entry_job(static_cast<int>(k), whole(k, k)));
     for (auto& w : workers) w->wait();
   } else if (group == 3) {
     workers[0]->post(entry_job(0, [&] {
-      for (size_t k = 0; k < tasks.size(); ++k) whole(k)();
+      for (size_t k = 0; k < tasks.size(); ++k) whole(k, 0)();
     }));
     workers[0]->wait();
   } else {
     workers[0]->post(entry_job(0, [&] {
-      TaskRunner a(tasks[0], t0, &runs[0]), b(tasks[1], t0, &runs[1]);
+      TaskRunner a(tasks[0], &last[0], &runs[0]), b(tasks[1], &last[0], &runs[1]);
       TaskRunner* r[2] = {&a, &b};
       interleave(tasks, d, r);
     }));
     workers[0]->wait();
   }
+  // Ticks to ns from the first hand-off, by the steady clock over the whole group.
+  const double ns_per_tick = now() / static_cast<double>(std::max<uint64_t>(1, ticks() - k0));
+  auto ns = [&](uint64_t k) { return static_cast<double>(k - k0) * ns_per_tick; };
   // Planned stages' spans (first slice to last) for completion and regions; busy and stage times are
   // the sums of the slice runs (in group 4 a stage's span also holds the other task's slices).
   std::vector<std::vector<double>> stage_sum(tasks.size());
@@ -296,11 +320,12 @@ Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int
     std::vector<char> seen(tasks[k].stages.size(), 0);
     for (const SliceRun& r : runs[k]) {
       const int id = plan.task_stages[k][r.stage];
-      if (!seen[r.stage]) start[id] = r.start;
+      if (!seen[r.stage]) start[id] = ns(r.start);
       seen[r.stage] = 1;
-      end[id] = r.end;
-      stage_sum[k][r.stage] += (r.end - r.start) / 1e3;
-      busy[lane_of(tasks[k].stages[r.stage].engine)] += (r.end - r.start) / 1e3;
+      end[id] = ns(r.end);
+      const double us = (ns(r.end) - ns(r.start)) / 1e3;
+      stage_sum[k][r.stage] += us;
+      busy[lane_of(tasks[k].stages[r.stage].engine)] += us;
     }
   }
   for (int e : plan.entries) busy[Lane::kControl] += (end[e] - start[e]) / 1e3;
@@ -332,7 +357,7 @@ Status run_group_core(const std::vector<Task>& tasks, const plan::Device& d, int
         const HostStage& h = tasks[k].host[sr.stage];
         std::string label = tasks[k].stages[sr.stage].name;
         if (h.slices > 1) label += " [" + std::to_string(sr.s0) + "," + std::to_string(sr.s1) + ")/" + std::to_string(h.slices);
-        add(lane, label, sr.start, sr.end);
+        add(lane, label, ns(sr.start), ns(sr.end));
       }
     }
     *trace = sim::chrome_trace(p, s, "host core group " + std::to_string(group) + (two_cores ? " (two cores)" : ""),
