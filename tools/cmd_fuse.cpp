@@ -157,6 +157,7 @@ int run(const FuseArgs& a) {
   if (a.dma_rates.size() > 1 && (!a.trace_path.empty() || !a.plot_path.empty()))
     return fail("--trace and --plot record one DMA rate");
   nlohmann::json records = nlohmann::json::array();
+  const char* const* group_names = ex == fuse::Executor::kHostCore ? kCoreGroups : kGroups;
   std::string trace;
   std::vector<std::string> labels;
   std::vector<std::vector<double>> relative;  // per pair: each group's makespan / group 1's
@@ -221,9 +222,7 @@ int run(const FuseArgs& a) {
         }
         std::printf("\n");
       };
-      for (const fuse::GroupResult& g : r.groups) {
-        row(core ? kCoreGroups[g.group - 1] : kGroups[g.group - 1], g, core ? &r.model[g.group - 1] : nullptr);
-      }
+      for (const fuse::GroupResult& g : r.groups) row(group_names[g.group - 1], g, core ? &r.model[g.group - 1] : nullptr);
       if (r.has_two_cores) row("2 concurrent, two cores", r.group2_two_cores, nullptr);
       std::printf("  E %.3fx   A %.3fx   gain over 2 %.3fx   ideal %.3fx", r.e_effect, r.a_effect, r.gain_over_2,
                   r.ideal);
@@ -281,10 +280,9 @@ int run(const FuseArgs& a) {
   }
   if (!a.trace_path.empty() && !write_file(a.trace_path, trace)) return fail("cannot write '" + a.trace_path + "'");
   if (!a.plot_path.empty()) {
-    const char* const* names = ex == fuse::Executor::kHostCore ? kCoreGroups : kGroups;
     const std::string where = ex == fuse::Executor::kHostCore ? d.name + " (one core)" : d.name;
     const std::string svg = svg_grouped_bars("four groups on " + where + ": makespan relative to serial entries",
-                                             "makespan / group 1", labels, {names[0], names[1], names[2], names[3]},
+                                             "makespan / group 1", labels, {group_names[0], group_names[1], group_names[2], group_names[3]},
                                              relative);
     if (!write_file(a.plot_path, svg)) return fail("cannot write '" + a.plot_path + "'");
   }

@@ -192,10 +192,6 @@ void interleave(const std::vector<Task>& tasks, const plan::Device& d, TaskRunne
   fr.run_all();
 }
 
-Lane lane_of(EngineClass e) {
-  return e == EngineClass::kDma ? Lane::kDma : e == EngineClass::kVector ? Lane::kVector : Lane::kMatrix;
-}
-
 }  // namespace
 
 bool host_matrix_engine() { return active_kernels().bf16_matrix_engine; }

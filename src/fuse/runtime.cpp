@@ -90,18 +90,18 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   // alone A, alone B, groups 1..4[, group 2 on two cores, where this process may use two CPUs]
   const bool two_cores = ex == Executor::kHostCore && allowed_cpus().size() >= 2;
   const int kRuns = two_cores ? 7 : 6;
-  const int kGroup4 = 5;
+  const int kGroup4 = 5, kTwoCores = 6;  // the runs of group 4 and of group 2 on two cores
   const std::vector<Task> alone[2] = {{rep.tasks[0]}, {rep.tasks[1]}};
   std::vector<std::vector<std::pair<GroupResult, std::string>>> runs(kRuns);  // (result, trace)
   for (int r = 0; r < n_reps; ++r) {
     for (int k = 0; k < kRuns; ++k) {
       const std::vector<Task>& ts = k < 2 ? alone[k] : rep.tasks;
-      const int g = k < 2 ? 1 : k == 6 ? 2 : k - 1;
+      const int g = k < 2 ? 1 : k == kTwoCores ? 2 : k - 1;
       std::pair<GroupResult, std::string> run;
       std::string* tr = trace && k == kGroup4 ? &run.second : nullptr;  // group 4's trace
       HANPU_RETURN_IF_ERROR(ex == Executor::kModel  ? run_group(ts, d, g, &run.first, tr)
                             : ex == Executor::kHost ? run_group_host(ts, g, capacity, &run.first, tr)
-                                                    : run_group_core(ts, d, g, &run.first, tr, k == 6));
+                                                    : run_group_core(ts, d, g, &run.first, tr, k == kTwoCores));
       runs[k].push_back(std::move(run));
     }
   }
@@ -131,7 +131,7 @@ Status run_pair(const std::string& a, const std::string& b, const plan::Device& 
   for (int g = 1; g <= 4; ++g) rep.groups[g - 1] = median[g + 1].first;
   if (ex == Executor::kHostCore) {
     rep.has_two_cores = two_cores;
-    if (two_cores) rep.group2_two_cores = median[6].first;
+    if (two_cores) rep.group2_two_cores = median[kTwoCores].first;
     const std::vector<GroupResult> alone_runs = {median[0].first, median[1].first};
     HANPU_RETURN_IF_ERROR(predict_core(rep.tasks, alone_runs, d, rep.matrix_engine, rep.model));
     if (!rep.matrix_engine) {

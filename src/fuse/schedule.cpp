@@ -6,11 +6,11 @@
 
 namespace hanpu::fuse {
 
-namespace {
-
-Lane lane_of(const Stage& s) {
-  return s.engine == EngineClass::kDma ? Lane::kDma : s.engine == EngineClass::kVector ? Lane::kVector : Lane::kMatrix;
+Lane lane_of(EngineClass e) {
+  return e == EngineClass::kDma ? Lane::kDma : e == EngineClass::kVector ? Lane::kVector : Lane::kMatrix;
 }
+
+namespace {
 
 // Stages no other stage of the task depends on: the task is complete when they are.
 std::vector<int> sinks(const Task& t) {
@@ -67,7 +67,7 @@ Status plan_group(const std::vector<Task>& tasks, int group, int64_t capacity, c
       std::vector<int> deps = {entry};
       for (int dep : s.deps) deps.push_back(ids[dep]);
       if (waits && s.deps.empty()) deps.insert(deps.end(), done_prev.begin(), done_prev.end());
-      ids.push_back(add({static_cast<int>(k), static_cast<int>(i), lane_of(s), std::move(deps), t.spec + " " + s.name}));
+      ids.push_back(add({static_cast<int>(k), static_cast<int>(i), lane_of(s.engine), std::move(deps), t.spec + " " + s.name}));
     }
     done_prev.clear();
     for (int s : sinks(t)) done_prev.push_back(ids[s]);

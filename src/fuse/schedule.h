@@ -24,6 +24,8 @@
 namespace hanpu::fuse {
 
 enum class Lane { kControl, kDma, kVector, kMatrix };
+// The lane that runs stages of an engine class.
+Lane lane_of(EngineClass e);
 
 struct PlannedStage {
   int task = -1;   // -1: an entry (dispatch) on the control lane

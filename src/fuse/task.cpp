@@ -130,8 +130,8 @@ HostStage by_rows(int64_t rows, int64_t per, std::function<void(int64_t, int64_t
 constexpr int64_t kGemmSliceRows = 16;
 
 // GEMM tiles: t x t output tiles, K panels of t; region = A and B panels double-buffered (4 t^2 e) plus
-// the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, its transpose (the kernel's
-// layout) and the B panel; the accumulator and the output staging tile.
+// the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, the B panel and the B panel packed
+// in the matrix unit's layout; the accumulator and the output staging tile.
 struct GemmData {
   std::vector<float> A, B, C;
   std::vector<float> a[2], b[2], acc, out;
@@ -415,8 +415,9 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
 // tokens, one head, K = V = 128, q and k l2-normalised in the kernel, gates in (-0.1, 0], beta in [0, 1).
 // Per chunk two stages on the matrix class (both are GEMM-bound): "prepare" (rows, scores, inverse) and
 // "state" (the state-dependent steps and the update), chained (one chunk's prepared buffers at a time);
-// their cycles are the flops of one warm-up run over twice the device's MACs per cycle. Region: the
-// plan's peak in the vector memory. The output is o [T, 128].
+// their cycles are the flops of a warm-up run of chunk 0 (every chunk is a full 64 rows, and the steps'
+// flops do not depend on the data) over twice the device's MACs per cycle. Region: the plan's peak in the
+// vector memory. The output is o [T, 128].
 struct ChunkData {
   std::vector<float> q, k, v, g, beta, o;
   Problem p;
@@ -456,12 +457,7 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   out.o = TensorView(g->o.data(), DType::kF32, {1, T, 1, kDim});
   HANPU_RETURN_IF_ERROR(validate_outputs(g->p, out, Mode::kChunk));
   g->steps = std::make_unique<HeadSteps>(g->p, g->prog, 0, 0, out);
-  // The warm-up run: each stage's flops for its cycles (the steps' flops do not depend on the data).
-  std::vector<double> flops;
-  for (int64_t c = 0; c < chunks; ++c) {
-    flops.push_back(g->steps->prepare(c));
-    flops.push_back(g->steps->state(c));
-  }
+  const double prepare_flops = g->steps->prepare(0), state_flops = g->steps->state(0);
   t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->o);
   Builder b(d, t);
   auto step = [&](bool state, int64_t c) {
@@ -474,8 +470,8 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   };
   int last = -1;
   for (int64_t c = 0; c < chunks; ++c) {
-    const int prep = b.matrix("prepare", flops[2 * c] / 2, {last}, step(false, c));
-    last = b.matrix("state", flops[2 * c + 1] / 2, {prep}, step(true, c));
+    const int prep = b.matrix("prepare", prepare_flops / 2, {last}, step(false, c));
+    last = b.matrix("state", state_flops / 2, {prep}, step(true, c));
   }
   return Status::Ok();
 }
