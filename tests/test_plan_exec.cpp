@@ -19,13 +19,15 @@ struct Case {
 
 // A head-level execution plan for one sequence of T tokens and HV value heads on two workers.
 std::shared_ptr<const plan::Plan> make(Kind kind, int64_t C, int64_t K, int64_t V, bool reorder, bool gemm_first,
-                                       bool layout_plan, int64_t T, int64_t HV, const std::string& device = "host") {
+                                       bool layout_plan, int64_t T, int64_t HV, const std::string& device = "host",
+                                       bool bf16 = false) {
   plan::Device d;
   EXPECT_TRUE(plan::load_device(device, &d).ok());
   plan::PlanOptions o;
   o.C = C;
   o.K = K;
   o.V = V;
+  o.bf16 = bf16;
   plan::MapRequest req;
   req.shape.seq_tokens = {T};
   req.shape.C = C;
@@ -89,7 +91,7 @@ TEST(PlanExec, EveryPassCombinationMeetsTheBars) {
 TEST(PlanExec, APlanLoadedFromJsonRunsBitIdentically) {
   const TensorFile f = testing::small_problem(Kind::kGdn, DType::kBF16, 1, 200, 2, 4, 32, 32, 12);
   for (bool gemm_first : {false, true}) {
-    const auto pl = make(Kind::kGdn, 64, 32, 32, true, gemm_first, true, 200, 4);
+    const auto pl = make(Kind::kGdn, 64, 32, 32, true, gemm_first, true, 200, 4, "host", true);  // bf16 inputs
     auto loaded = std::make_shared<plan::Plan>();
     ASSERT_TRUE(plan::plan_from_json(plan::plan_to_json(*pl).dump(), loaded.get()).ok());
     const EngineRun a = run(f, Kind::kGdn, 64, pl), b = run(f, Kind::kGdn, 64, loaded);
@@ -152,6 +154,8 @@ TEST(PlanExec, PlansThatDoNotFitAreRefused) {
   EXPECT_EQ(r.status.message(), "plan value heads is 4, the problem's is 2");
   r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2), 3);
   EXPECT_EQ(r.status.message(), "plan worker count is 2, the problem's is threads=3");
+  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2, "host", true));  // f32: exact
+  EXPECT_EQ(r.status.message(), "plan precision is bf16, the problem's is exact");
   r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, true, 70, 2, "ascend-310p"));
   EXPECT_NE(r.status.message().find("vector step on blocked tiles"), std::string::npos) << r.status.message();
 }

@@ -1,5 +1,6 @@
 // hanpu plan --device NAME|FILE [--strategy S] [--kind gdn|kda] [--heads HV] [--tokens T[,T...]] [--workers W]
-//            [--chunk-size C] [--k K] [--v V] [--segment-chunks L] [--json FILE] [--load FILE]
+//            [--chunk-size C] [--k K] [--v V] [--segment-chunks L] [--precision exact|bf16]
+//            [--packing planned|never-keep|pack-always] [--json FILE] [--load FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,7 +13,7 @@ namespace hanpu::cli {
 namespace {
 
 struct PlanArgs {
-  std::string kind = "gdn", device, json_path, load_path, strategy = "hanpu";
+  std::string kind = "gdn", device, json_path, load_path, strategy = "hanpu", precision = "exact", packing = "planned";
   plan::PlanOptions opt;
   int64_t heads = 16, segment_chunks = 0;
   std::vector<int64_t> tokens = {4096};
@@ -32,6 +33,9 @@ int run(const PlanArgs& a) {
   } else {
     plan::Device d;
     Status st = plan::load_device(a.device, &d);
+    plan::PlanOptions opt = a.opt;
+    opt.bf16 = a.precision == "bf16";
+    plan::parse_packing(a.packing, &opt.packing);  // CLI11 checked the name
     if (!st.ok()) return fail(st);
     plan::MapRequest req;
     req.shape.seq_tokens = a.tokens;
@@ -40,7 +44,7 @@ int run(const PlanArgs& a) {
     req.shape.V = a.opt.V;
     req.shape.workers = a.workers > 0 ? a.workers : d.cores;
     req.segment_chunks = a.segment_chunks;
-    st = plan::make_execution_plan(a.kind == "kda" ? Kind::kKda : Kind::kGdn, d, a.strategy, a.opt, req, &p);
+    st = plan::make_execution_plan(a.kind == "kda" ? Kind::kKda : Kind::kGdn, d, a.strategy, opt, req, &p);
     if (!st.ok()) return fail(st);
   }
   std::fputs(plan::plan_report(p).c_str(), stdout);
@@ -74,6 +78,14 @@ Runner add_plan_command(CLI::App& app) {
   app.add_option("--v", a->opt.V, "Value head dim (default 128)")->check(CLI::Range(1, 256));
   app.add_option("--segment-chunks", a->segment_chunks, "flashqla: chunks per segment (default: FlashQLA's rule)")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--precision", a->precision,
+                 "GEMM precision the layouts are planned for: exact (default) or bf16 (the bf16 unit's packed "
+                 "right operands: where each is packed and kept, plan/packing.h)")
+      ->check(CLI::IsMember({"exact", "bf16"}));
+  app.add_option("--packing", a->packing,
+                 "bf16: planned (the layout DP, default), or a fixed choice: never-keep (every product packs its "
+                 "operand) or pack-always (every GEMM call does)")
+      ->check(CLI::IsMember({"planned", "never-keep", "pack-always"}));
   app.add_option("--json", a->json_path, "Also write the execution plan as JSON (schema hanpu-plan/2) to FILE");
   app.add_option("--load", a->load_path, "Validate and print a plan JSON file instead of planning");
   return [a, &app] {

@@ -16,6 +16,9 @@ namespace hanpu {
 
 namespace plan {
 struct Plan;  // an execution plan: an opaque handle here, made by load_plan or by the planner (src/plan/plan.h)
+// bf16 mode: where the GEMMs' right operands are packed (src/plan/packing.h): kPlanned (the layout DP, 0),
+// kNeverKeep, kPackAlways (the ablation's fixed choices).
+enum class Packing : int;
 }
 
 // Reads and validates an execution plan file (schema hanpu-plan/2); errors name the field.
@@ -49,8 +52,12 @@ struct EngineConfig {
   // (row-major), true packs it into a [K, L] panel first.
   bool packed_operands = false;
   // Layouts from the planner's layout DP on the host description instead of the fixed row-major ones
-  // (the last step of the ablation).
+  // (the last step of the ablation). Exact mode only: bf16 calls plan their packed operands (below).
   bool layout_plan = false;
+  // bf16 mode: the packing of the GEMMs' right operands — planned by the layout DP on the host's bf16 unit
+  // (value-initialised: kPlanned), or a fixed choice for the ablation (`hanpu bench --ablation --precision
+  // bf16`). Every choice gives the same bits.
+  plan::Packing packing{};
   // flashqla: chunks per segment (0: FlashQLA's rule) and the log decay that ends a warm-up (FlashQLA
   // uses -10; -25 keeps the dropped terms below the fp32 accuracy bar).
   int64_t segment_chunks = 0;

@@ -197,7 +197,7 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t ld
 }
 
 const Bf16Operand& StateOperand::packed() {
-  if (!is_packed_) {
+  if (!is_packed_ || !keep_) {
     simd::pack_bf16(K_, Vc_, S_, Vc_, packed_);
     is_packed_ = true;
   }
@@ -217,10 +217,12 @@ void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt
 }
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt) {
+                  const float* Vn, float* dst, Counters& cnt, const Bf16Operand* vn_packed) {
   const int64_t K = in.K;
   simd::scale_rows(K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);  // e^{G_last} o S
-  if (packed) {
+  if (packed && vn_packed) {
+    gemm_packed(K, cols, L, keys, L, *vn_packed, true, dst, cols, cnt);
+  } else if (packed) {
     gemm(K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
   } else {
     gemm_tn(K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
@@ -228,13 +230,19 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
 }
 
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
-                 float* C, int64_t ldc, Counters& cnt) {
-  // bf16: X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L).
-  thread_local Bf16Operand packed;
-  if (cnt.bf16) simd::pack_bf16(L, N, X, ldx, &packed);
+                 float* C, int64_t ldc, Counters& cnt, bool repack, KeptOperand* kept) {
+  // bf16: X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L):
+  // the pairs of rows [0, r1) are the same words whether L or r1 rows were packed.
+  thread_local Bf16Operand own;
+  Bf16Operand& packed = kept && !repack ? kept->packed : own;
+  if (cnt.bf16 && !repack && !(kept && kept->valid)) {
+    simd::pack_bf16(L, N, X, ldx, &packed);
+    if (kept) kept->valid = true;
+  }
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
     if (cnt.bf16) {
+      if (repack) simd::pack_bf16(r1, N, X, ldx, &packed);
       gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, packed, accumulate, C + r0 * ldc, ldc, cnt);
     } else {
       gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
@@ -243,20 +251,23 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
 }
 
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
-                  float* P, float* scratch, Counters& cnt) {
+                  float* P, float* scratch, Counters& cnt, ScorePacking packing) {
   const int64_t K = p.K, C = in.C;
   if (p.kind == Kind::kKda) {
     cnt.flops += kda_intra_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
     return;
   }
-  // bf16: K^T is packed once for every row block's product, straight from the bf16 rows when q and k are raw.
+  // bf16: K^T is packed (its first `cols` columns), straight from the bf16 rows when q and k are raw.
   thread_local Bf16Operand kt_packed;
-  if (in.raw_qk) {
-    simd::pack_bf16_rows_t(L, K, in.kb.data(), K, &kt_packed);
-  } else {
-    pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
-    if (cnt.bf16) simd::pack_bf16(K, L, kt, L, &kt_packed);
-  }
+  if (!in.raw_qk) pack_transposed(L, K, in.k.data(), K, nullptr, 1, kt, L);
+  const bool packs = in.raw_qk || cnt.bf16;
+  const auto pack = [&](int64_t cols) {
+    if (in.raw_qk) {
+      simd::pack_bf16_rows_t(cols, K, in.kb.data(), K, &kt_packed);
+    } else {
+      simd::pack_bf16(K, cols, kt, L, &kt_packed);
+    }
+  };
   // Rows [r0, r0 + rows) of X (q or k) times the first `cols` columns of K^T.
   const auto scores = [&](int64_t r0, int64_t rows, int64_t cols, const std::vector<float>& X,
                           const std::vector<uint16_t>& Xb, float* out) {
@@ -268,11 +279,23 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
       gemm(rows, cols, K, X.data() + r0 * K, K, kt, L, false, out, C, cnt);
     }
   };
-  // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1).
-  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
-    const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    if (need_a) scores(r0, r1 - r0, r1, in.k, in.kb, A + r0 * C);
-    if (need_p) scores(r0, r1 - r0, r1, in.q, in.qb, P + r0 * C);
+  // Only row blocks up to the diagonal are issued: row block r needs columns [0, r1). Kept (or exact), one
+  // pass over the row blocks for both products; else each product's pass packs for itself.
+  const bool one_pass = !packs || (packing.keep_keys && !packing.repack);
+  for (int pass = 0; pass < (one_pass ? 1 : 2); ++pass) {
+    const bool do_a = need_a && (one_pass || pass == 0), do_p = need_p && (one_pass || pass == 1);
+    if (packs && !packing.repack && (do_a || do_p)) pack(L);
+    for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+      const int64_t r1 = std::min(L, r0 + kTrilBlock);
+      if (do_a) {
+        if (packing.repack && packs) pack(r1);
+        scores(r0, r1 - r0, r1, in.k, in.kb, A + r0 * C);
+      }
+      if (do_p) {
+        if (packing.repack && packs) pack(r1);
+        scores(r0, r1 - r0, r1, in.q, in.qb, P + r0 * C);
+      }
+    }
   }
   // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double. Raw rows: the
   // l2norm / scale factors of row i (in beta_k and fq) and of column j (fk).

@@ -107,22 +107,39 @@ bool channel_major(const TensorView& x);
 // Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
 int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
 
+// A bf16 right operand packed by the first of a chunk's products that reads it and kept for the later
+// ones (the plan keeps it: plan/packing.h). `valid` is cleared when the chunk's values change.
+struct KeptOperand {
+  Bf16Operand packed;
+  bool valid = false;
+};
+
 // Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only
-// reads the columns of M (rows of X) it can touch. C may be accumulated into.
+// reads the columns of M (rows of X) it can touch. C may be accumulated into. bf16 mode: X is packed once
+// for all row blocks, into `kept` when given (and read from it when already valid there), or, with
+// `repack` (the packing ablation's pack-always), again for each row block's leading rows.
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
-                 float* C, int64_t ldc, Counters& cnt);
+                 float* C, int64_t ldc, Counters& cnt, bool repack = false, KeptOperand* kept = nullptr);
+
+// How a chunk's bf16 score products pack K^T (plan/packing.h): once for both (keep_keys), once for each
+// product, or for every row block of each (repack). Results are the same bits in every case.
+struct ScorePacking {
+  bool keep_keys = true;
+  bool repack = false;
+};
 
 // Scores of a chunk: A (strictly lower, beta-scaled, decayed) and P (lower with diagonal, decayed) from
 // q and k; kt is K^T packed [K, L] scratch. GDN uses GEMM tiles plus a decay mask and forms only the
 // matrices asked for; KDA uses the exact reference-row split of kernels/decay.h, which forms both.
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,
-                  float* P, float* scratch, Counters& cnt);
+                  float* P, float* scratch, Counters& cnt, ScorePacking packing = {});
 
 // The state update of a chunk, #5: dst = diag(e^{G_last}) S + (K o e^{G_last - G})^T V' on [K, cols]
 // (dst may be S). The decayed keys are either Kd [L, K] row-major, read transposed in place, or, with
-// `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols].
+// `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols]; with the panel, bf16 mode may
+// give V' already packed (`vn_packed`, a kept operand).
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt);
+                  const float* Vn, float* dst, Counters& cnt, const Bf16Operand* vn_packed = nullptr);
 
 // gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
@@ -138,11 +155,13 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t ld
                  bool accumulate, float* C, int64_t ldc, Counters& cnt);
 
 // A chunk's state S [K, Vc] (row stride Vc) as the right operand of its X S products (K S, Q S, W S): read in
-// place in exact mode; in bf16 mode packed at the chunk's first product and reused by the others (S changes
-// only after the chunk's last read of it). One object per chunk.
+// place in exact mode; in bf16 mode packed at the chunk's first product and, with `keep` (the plan keeps
+// it), reused by the others (S changes only after the chunk's last read of it), else packed again by each.
+// One object per chunk.
 class StateOperand {
  public:
-  StateOperand(const float* S, int64_t K, int64_t Vc, Bf16Operand* packed) : S_(S), K_(K), Vc_(Vc), packed_(packed) {}
+  StateOperand(const float* S, int64_t K, int64_t Vc, Bf16Operand* packed, bool keep = true)
+      : S_(S), K_(K), Vc_(Vc), packed_(packed), keep_(keep) {}
   // out [L, Vc] = X [L, K] S.
   void times(int64_t L, const float* X, float* out, Counters& cnt);
   // The same for X given as bf16 rows (bf16 mode only).
@@ -152,6 +171,7 @@ class StateOperand {
   const float* S_;
   int64_t K_, Vc_;
   Bf16Operand* packed_;
+  bool keep_;
   bool is_packed_ = false;
   const Bf16Operand& packed();
 };

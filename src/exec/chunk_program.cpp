@@ -1,5 +1,6 @@
 #include "exec/chunk_program.h"
 
+#include <map>
 #include <set>
 
 namespace hanpu {
@@ -28,10 +29,18 @@ std::string ChunkProgram::describe() const {
     if (!s.empty()) s += ' ';
     s += plan::op_code_name(op);
   }
-  return s + (packed_update ? " (packed" : " (row-major") + (in_place ? ", in place)" : ", old and new state)");
+  s += std::string(packed_update ? " (packed" : " (row-major") + (in_place ? ", in place)" : ", old and new state)");
+  if (!bf16) return s;
+  std::string kept;
+  for (auto [on, name] : {std::pair{keep_state, "S"}, {keep_keys, "K^T"}, {keep_vn, "V'"}}) {
+    if (on) kept += std::string(kept.empty() ? "" : " ") + name;
+  }
+  return s + " bf16: " + (repack_row_blocks ? "every GEMM call packs" : kept.empty() ? "nothing kept packed"
+                                                                                     : "kept packed " + kept);
 }
 
-Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layout>& op_layout, ChunkProgram* out) {
+Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layout>& op_layout,
+                             const plan::PlanOptions& opt, ChunkProgram* out) {
   HANPU_RETURN_IF_ERROR(plan::check_chunk_graph(g));
   if (op_layout.size() != g.ops.size()) return InvalidArgument("plan has a layout for " + std::to_string(op_layout.size()) +
                                                                " of its " + std::to_string(g.ops.size()) + " steps");
@@ -63,6 +72,21 @@ Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layou
   if (!seen.count(OpCode::kVnFromTR) && !seen.count(OpCode::kVnFromUWS)) return InvalidArgument("plan has no step producing V'");
   // The update overwrites S at the KtV step unless S is read after it.
   p.in_place = last_s_read < ktv_at;
+  if (opt.bf16) {
+    p.bf16 = true;
+    p.repack_row_blocks = opt.packing == plan::Packing::kPackAlways;
+    std::map<plan::Value, int> blocked_readers;  // of each right operand
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const plan::OpNode& o = g.ops[i];
+      // GDN's update reads diag(e^{G_last - G} fk) V', made in the step, never V''s packed copy.
+      if (o.kind != plan::OpKind::kGemm || op_layout[i] != plan::Layout::kBlocked) continue;
+      if (g.kind == Kind::kGdn && o.code == OpCode::kKtV) continue;
+      ++blocked_readers[g.tensors[o.inputs[1]].value];
+    }
+    p.keep_state = blocked_readers[plan::Value::kS] >= 2;
+    p.keep_keys = blocked_readers[plan::Value::kK] >= 2;
+    p.keep_vn = blocked_readers[plan::Value::kVn] >= 2;
+  }
   *out = std::move(p);
   return Status::Ok();
 }

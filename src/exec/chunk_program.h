@@ -18,6 +18,7 @@
 
 #include "hanpu/status.h"
 #include "plan/graph.h"
+#include "plan/plan.h"
 
 namespace hanpu {
 
@@ -25,10 +26,18 @@ struct ChunkProgram {
   std::vector<plan::OpCode> ops;  // the plan's state-dependent steps, in its order (S' is fused into KtV)
   bool packed_update = false;  // KtV's operand from a packed panel (the plan's layout of KtV: blocked)
   bool in_place = true;        // every read of S precedes the update: S' overwrites S
-  std::string describe() const;  // e.g. "Ke KS Qs QS R V'=TR PV O Kd KtV S' (packed, in place)"
+  // bf16 plans (plan/packing.h): the right operands packed once and kept for their later products — those
+  // two or more blocked GEMMs read (S: K S and Q S; K: K K^T and Q K^T; V': P V' and the update) — and
+  // whether every GEMM call packs its own (the ablation's pack-always); else each product packs once.
+  bool bf16 = false;
+  bool keep_state = false, keep_keys = false, keep_vn = false;
+  bool repack_row_blocks = false;
+  // e.g. "Ke KS Qs QS R V'=TR PV O Kd KtV S' (packed, in place)"; bf16 plans add what they keep packed.
+  std::string describe() const;
 };
 
-// Compiles the plan graph's steps; errors name a step the engine cannot run or a missing step.
-Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layout>& op_layout, ChunkProgram* out);
+// Compiles the plan's chunk steps; errors name a step the engine cannot run or a missing step.
+Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layout>& op_layout,
+                             const plan::PlanOptions& opt, ChunkProgram* out);
 
 }  // namespace hanpu

@@ -53,6 +53,8 @@ Status plan_call(const Problem& p, const EngineConfig& cfg, int threads, plan::P
   po.K = p.K;
   po.V = p.V;
   po.packed_update = cfg.packed_operands;
+  po.bf16 = p.bf16_gemm;
+  po.packing = cfg.packing;
   plan::MapRequest req;
   req.shape = shape_of(p, threads);
   req.column_align = simd::gemm_column_block();
@@ -75,6 +77,7 @@ Status cached_plan(const Problem& p, const EngineConfig& cfg, int threads, std::
                  cfg.chunk_parallel_fallback}) {
     key += b ? '1' : '0';
   }
+  key += std::string(p.bf16_gemm ? " bf16 " : " exact ") + plan::packing_name(cfg.packing);
   for (const Sequence& q : p.seqs) key += ' ' + std::to_string(q.len);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -119,7 +122,8 @@ Status executor_of(const plan::Mapping& m, Executor* out) {
   return InvalidArgument("plan mapping: the CPU executor runs no dataflow with phases (" + got + ")");
 }
 
-// A given plan must be for this problem: kind, chunk size, dims, sequence lengths, value heads, threads.
+// A given plan must be for this problem: kind, chunk size, dims, precision, sequence lengths, value heads,
+// threads.
 Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfig& cfg) {
   auto mismatch = [](const char* what, const std::string& plan_v, const std::string& problem_v) {
     return InvalidArgument(std::string("plan ") + what + " is " + plan_v + ", the problem's is " + problem_v);
@@ -129,6 +133,9 @@ Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfi
   if (pl.opt.C != p.opt.chunk_size) return mismatch("chunk size", std::to_string(pl.opt.C), std::to_string(p.opt.chunk_size));
   if (pl.opt.K != p.K) return mismatch("K", std::to_string(pl.opt.K), std::to_string(p.K));
   if (pl.opt.V != p.V) return mismatch("V", std::to_string(pl.opt.V), std::to_string(p.V));
+  if (pl.opt.bf16 != p.bf16_gemm) {  // the packing plan is the bf16 unit's (hanpu plan --precision bf16)
+    return mismatch("precision", pl.opt.bf16 ? "bf16" : "exact", p.bf16_gemm ? "bf16" : "exact");
+  }
   const plan::Shape want = shape_of(p, pl.mapping.shape.workers);
   if (want.HV != pl.mapping.shape.HV) {
     return mismatch("value heads", std::to_string(pl.mapping.shape.HV), std::to_string(want.HV));
@@ -196,7 +203,7 @@ Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& 
   Executor ex;
   HANPU_RETURN_IF_ERROR(executor_of(pl->mapping, &ex));
   ChunkProgram prog;
-  if (ex == Executor::kHanpu) HANPU_RETURN_IF_ERROR(compile_chunk_program(pl->graph, pl->layouts.op_layout, &prog));
+  if (ex == Executor::kHanpu) HANPU_RETURN_IF_ERROR(compile_chunk_program(pl->graph, pl->layouts.op_layout, pl->opt, &prog));
   const int threads = pl->mapping.shape.workers;
   ThreadPool& pool = shared_pool(threads);
   RunStats local_stats;

@@ -63,6 +63,7 @@ struct HeadWorkspace {
   std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
   std::vector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
   Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
+  KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
@@ -109,15 +110,16 @@ ChunkRows chunk_at(const Problem& p, const Work& wk, int64_t t0) {
 }
 
 // #1-#3 and P of one chunk: everything that does not read the state.
-void prepare_chunk(const Problem& p, const RowLoader<float>& rows, const Work& wk, const ChunkRows& cr,
-                   PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
+void prepare_chunk(const Problem& p, const ChunkProgram& prog, const RowLoader<float>& rows, const Work& wk,
+                   const ChunkRows& cr, PreparedChunk& pc, HeadWorkspace& ws, Counters& cnt) {
   const int64_t C = ws.C, L = cr.L;
   StepTimer timer(cnt, Part::kLoad);
   pc.in.raw_qk = decays_on_results(p) && p.in.q.dtype == DType::kBF16 && p.in.k.dtype == DType::kBF16;
   pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
   cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
   timer.mark(Part::kScores);
-  chunk_scores(p, pc.in, L, true, true, ws.kt.data(), ws.A.data(), pc.P.data(), ws.scratch.data(), cnt);
+  chunk_scores(p, pc.in, L, true, true, ws.kt.data(), ws.A.data(), pc.P.data(), ws.scratch.data(), cnt,
+               ScorePacking{prog.keep_keys, prog.repack_row_blocks});
   timer.mark(Part::kInverse);
   cnt.flops += 2.0 * tril_unit_inverse_simd(L, ws.A.data(), C, pc.T.data(), C, ws.scratch.data());
 }
@@ -159,7 +161,12 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   float* dst = prog.in_place ? S : ws.S_next.data();
   bool qs_done = false, pv_in_o = false;
   const bool decay_on_results = decays_on_results(p);
-  StateOperand state(S, K, Vc, &ws.S_packed);
+  StateOperand state(S, K, Vc, &ws.S_packed, prog.keep_state);
+  ws.Vn_kept.valid = false;
+  const bool rp = prog.repack_row_blocks;
+  // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
+  // operand) and without GDN's decays on V' (there the update reads a scaled V').
+  KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
   StepTimer timer(cnt, Part::kVector);
   ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
@@ -182,23 +189,23 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
-      case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt, rp); break;
       case plan::OpCode::kKb:
         simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta_k(), ws.KQ.data(), K);
         break;
-      case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt); break;
+      case plan::OpCode::kW: lower_times(L, K, pc.T.data(), C, ws.KQ.data(), K, false, ws.X.data(), K, cnt, rp); break;
       case plan::OpCode::kVb: simd::scale_rows(L, Vc, in.v.data(), Vc, in.beta.data(), 1, nullptr, ws.Vb.data(), Vc); break;
-      case plan::OpCode::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt); break;
+      case plan::OpCode::kU: lower_times(L, Vc, pc.T.data(), C, ws.Vb.data(), Vc, false, ws.Vn.data(), Vc, cnt, rp); break;
       case plan::OpCode::kWS: state.times(L, ws.X.data(), ws.KS.data(), cnt); break;
       case plan::OpCode::kVnFromUWS:
         for (int64_t k = 0; k < L * Vc; ++k) ws.Vn[k] -= ws.KS[k];
         break;
       case plan::OpCode::kPV:
         if (qs_done) {  // O += P V', accumulated onto QS
-          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt);
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt, rp, vn_kept);
           pv_in_o = true;
         } else {
-          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt);
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt, rp, vn_kept);
         }
         break;
       case plan::OpCode::kO:
@@ -221,10 +228,15 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
                        dst, cnt);
           break;
         }
-        // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place
+        // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place; a kept V' is
+        // packed here when the update reads it first
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
+        if (vn_kept && !vn_kept->valid) {
+          simd::pack_bf16(L, Vc, ws.Vn.data(), Vc, &vn_kept->packed);
+          vn_kept->valid = true;
+        }
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
-                     dst, cnt);
+                     dst, cnt, vn_kept ? &vn_kept->packed : nullptr);
         break;
       default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }
@@ -247,7 +259,7 @@ void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group
       const int64_t nj = j + 1 < g ? j + 1 : 0, nt0 = j + 1 < g ? t0 : t0 + p.opt.chunk_size;
       if (nt0 < s.begin + s.len) ws.prep.in.prefetch(p, s, group[nj].hv, chunk_at(p, group[nj], nt0));
       const ChunkRows cr = chunk_at(p, group[j], t0);
-      prepare_chunk(p, rows, group[j], cr, ws.prep, ws, cnt);
+      prepare_chunk(p, prog, rows, group[j], cr, ws.prep, ws, cnt);
       state_chunk(p, group[j], prog, ws.prep, cr, ws, ws.states.data() + j * KV, out, cnt);
     }
   }
@@ -337,7 +349,7 @@ int64_t run_chunk_parallel(const Problem& p, const ChunkProgram& prog, const pla
     const Work wk{it.seq, it.hv, it.col0, it.cols};
     auto& slots = prepared[{it.seq * p.HV + it.hv, it.col0}];
     for (int64_t c = it.chunk0; c < it.chunk0 + it.chunks; ++c) {
-      prepare_chunk(p, rows, wk, chunk_at(p, wk, p.seqs[it.seq].begin + c * p.opt.chunk_size), *slots[c], ws, counters[t]);
+      prepare_chunk(p, prog, rows, wk, chunk_at(p, wk, p.seqs[it.seq].begin + c * p.opt.chunk_size), *slots[c], ws, counters[t]);
     }
   });
   runner.run(pool, 1, 2, [&](int, int t, const plan::WorkItem& it) {
@@ -393,7 +405,7 @@ int64_t HeadSteps::chunks() const {
 double HeadSteps::prepare(int64_t c) {
   Impl& m = *impl_;
   const double before = m.cnt.flops;
-  prepare_chunk(m.p, m.rows, m.wk, m.rows_of(c), m.ws.prep, m.ws, m.cnt);
+  prepare_chunk(m.p, m.prog, m.rows, m.wk, m.rows_of(c), m.ws.prep, m.ws, m.cnt);
   return m.flops_since(before);
 }
 

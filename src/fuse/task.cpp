@@ -432,7 +432,7 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   plan::Plan pl;
   HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, &pl, t));
   auto g = std::make_shared<ChunkData>();
-  HANPU_RETURN_IF_ERROR(compile_chunk_program(pl.graph, pl.layouts.op_layout, &g->prog));
+  HANPU_RETURN_IF_ERROR(compile_chunk_program(pl.graph, pl.layouts.op_layout, pl.opt, &g->prog));
   g->q = task_inputs(T * kDim, 4);
   g->k = task_inputs(T * kDim, 5);
   g->v = task_inputs(T * kDim, 6);

@@ -212,6 +212,14 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
                                  {"store_converts", &d.store_converts}}) {
     if (r.ok() && lx.raw().contains(key)) *dst = lx.sourced_flag(key);
   }
+  if (r.ok() && j.contains("bf16_matrix")) {
+    const JsonReader bx = r.child("bf16_matrix");
+    d.has_bf16_matrix = true;
+    d.bf16_macs_per_cycle = bx.sourced_number("macs_per_cycle");
+    d.bf16_pack_bytes_per_cycle = bx.sourced_number("pack_bytes_per_cycle");
+    d.bf16_pack_fixed_cycles = bx.sourced_number("pack_fixed_cycles", false);
+    if (r.ok() && d.bf16_pack_fixed_cycles < 0) r.fail("bf16_matrix.pack_fixed_cycles.value", "expected >= 0");
+  }
   if (r.ok() && j.contains("buffers")) {
     const JsonReader bx = r.child("buffers");
     d.load_slots = static_cast<int>(bx.sourced_integer("load_slots", 1, 4));

@@ -64,6 +64,12 @@ struct Device {
   double vector_blocked_row_wise_penalty = 1;  // cycles factor of a row-wise vector op on blocked tiles
   int64_t block_rows = 16, block_cols = 16;
   double transform_bytes_per_cycle = 1, transform_fixed_cycles = 0;
+  // The bf16 precision mode's matrix unit (optional section "bf16_matrix"; the host's): its MAC rate, and
+  // the cost of packing an fp32 operand into the unit's operand layout (pairs of bf16 along the reduction
+  // dimension, 16 columns a row: the VDPBF16PS register layout and AMX's B tile layout), per fp32 source
+  // byte and fixed. Absent: the fp32 matrix rate and the layout transform's costs stand in.
+  bool has_bf16_matrix = false;
+  double bf16_macs_per_cycle = 0, bf16_pack_bytes_per_cycle = 0, bf16_pack_fixed_cycles = 0;
   // Data movers that convert between dense and blocked while they move (optional flags in "layout"): a
   // global-memory load into the matrix unit's memory (Ascend's Nd2Nz DataCopy), the move of a matrix
   // result out of its result memory (310P's vector relay), a store to global memory (Nz2Nd). Where one

@@ -15,11 +15,12 @@ constexpr Layout kLayouts[] = {Layout::kDense, Layout::kBlocked};
 uint8_t bit(Layout l) { return l == Layout::kDense ? 1 : 2; }
 
 // The layout a tensor is stored in: inputs arrive dense, the incoming state in the state layout,
-// everything else in its producer's layout.
-Layout stored_layout(const Graph& g, int t, int prod, const std::vector<Layout>& op_layout, Layout state) {
+// everything else in the layout its producer writes.
+Layout stored_layout(const Graph& g, const CostModel& cm, int t, int prod, const std::vector<Layout>& op_layout,
+                     Layout state) {
   if (t == g.state_in) return state;
   if (prod < 0) return Layout::kDense;
-  return op_layout[prod];
+  return cm.result_layout(g, prod, op_layout[prod]);
 }
 
 std::vector<int> unique_inputs(const OpNode& o) {
@@ -37,9 +38,9 @@ double read_inputs(const Graph& g, const CostModel& cm, int i, Layout e, const s
                    std::vector<Transform>* record) {
   double cost = 0;
   for (int t : unique_inputs(g.ops[i])) {
-    const Layout s = stored_layout(g, t, prod[t], op_layout, state);
+    const Layout s = stored_layout(g, cm, t, prod[t], op_layout, state);
     avail[t] |= bit(s);
-    if (avail[t] & bit(e)) continue;
+    if (!cm.reads_in_layout(g, i, t) || (avail[t] & bit(e))) continue;
     const double c = cm.transform_cost(g, t, s, e);
     if (record) record->push_back({t, s, e, i, c});
     cost += c;
@@ -115,14 +116,14 @@ LayoutPlan evaluate_plan(const Graph& g, const CostModel& cm, const std::vector<
   }
   for (int t = 0; t < nt; ++t) {
     if (g.tensors[t].role != Role::kOutput) continue;
-    const Layout s = stored_layout(g, t, prod[t], op_layout, state_layout);
+    const Layout s = stored_layout(g, cm, t, prod[t], op_layout, state_layout);
     if (s != Layout::kDense) {  // the caller reads outputs row-major
       const double c = cm.transform_cost(g, t, s, Layout::kDense);
       p.transforms.push_back({t, s, Layout::kDense, -1, c});
       cost += c;
     }
   }
-  const Layout out = stored_layout(g, g.state_out, prod[g.state_out], op_layout, state_layout);
+  const Layout out = stored_layout(g, cm, g.state_out, prod[g.state_out], op_layout, state_layout);
   if (out != state_layout) {
     const double c = cm.transform_cost(g, g.state_out, out, state_layout);
     p.transforms.push_back({g.state_out, out, state_layout, -1, c});
@@ -226,7 +227,7 @@ LayoutPlan plan_layouts(const Graph& g, const CostModel& cm, const DpOptions& op
         bool all_forced = true;
         uint8_t want = 0;
         for (int c : g.consumers(t)) {
-          if (c <= steps[s].last) continue;
+          if (c <= steps[s].last || !cm.reads_in_layout(g, c, t)) continue;  // read as stored: no transform
           if (forced[c] < 0) all_forced = false;
           want |= forced[c] == 1 ? 2 : 1;
         }
@@ -266,12 +267,12 @@ LayoutPlan plan_layouts(const Graph& g, const CostModel& cm, const DpOptions& op
                 const Layout stored = t == g.state_in ? state : prod[t] < 0 ? Layout::kDense : e;
                 it = av.emplace(t, bit(stored)).first;
               }
-              if (!(it->second & bit(e))) {
+              if (cm.reads_in_layout(g, i, t) && !(it->second & bit(e))) {
                 cost += cm.transform_cost(g, t, other(e), e);
                 it->second |= bit(e);
               }
             }
-            for (int t : g.ops[i].outputs) av[t] = bit(e);
+            for (int t : g.ops[i].outputs) av[t] = bit(cm.result_layout(g, i, e));
             cost += cm.op_cost(g, i, e);
           }
           Key next;

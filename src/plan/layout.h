@@ -42,6 +42,11 @@ class CostModel {
   virtual bool allowed(const Graph& g, int op, Layout l) const = 0;
   virtual double op_cost(const Graph& g, int op, Layout l) const = 0;
   virtual double transform_cost(const Graph& g, int tensor, Layout from, Layout to) const = 0;
+  // Whether op, run in a layout, needs input `tensor` in that layout (default: every input). A matrix unit
+  // that converts its left operand on the way in needs only the right one (the host in bf16 mode).
+  virtual bool reads_in_layout(const Graph& /*g*/, int /*op*/, int /*tensor*/) const { return true; }
+  // The layout op's results are stored in when it runs in l (default l; the host's GEMMs write fp32 rows).
+  virtual Layout result_layout(const Graph& /*g*/, int /*op*/, Layout l) const { return l; }
 };
 
 // The analytic model of a device description: GEMM cycles = padded MACs / MACs per cycle (x the dense

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/json_reader.h"
+#include "kernels/tril_inverse.h"
 
 namespace hanpu::plan {
 
@@ -50,6 +51,21 @@ const char* split_name(KernelSplit k) {
   return "native";
 }
 
+// The chunk's layouts: exact mode, the DP or the fixed layouts (the update's operand packed on request) on
+// the device's cost model; bf16 mode, the packing choice on the bf16 unit's (the engine's row blocks).
+LayoutPlan chunk_layouts(const Graph& g, const Device& d, const PlanOptions& opt) {
+  if (opt.bf16) return packing_layouts(g, Bf16CostModel(d, g.kind, kTrilBlock), opt.packing);
+  const DeviceCostModel cm(d);
+  if (opt.layout_plan) return plan_layouts(g, cm);
+  LayoutPlan p = fixed_layouts(g, cm);
+  if (!opt.packed_update) return p;
+  std::vector<Layout> ls = p.op_layout;
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    if (g.ops[i].code == OpCode::kKtV) ls[i] = Layout::kBlocked;
+  }
+  return evaluate_plan(g, cm, ls, p.state_layout);
+}
+
 }  // namespace
 
 Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) {
@@ -71,19 +87,7 @@ Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) 
   p.graph = build_chunk_graph(kind, opt.C, opt.K, opt.V, go);
   HANPU_RETURN_IF_ERROR(check_chunk_graph(p.graph));
   p.fla_order_macs = fla_order_macs(kind, opt);
-  const DeviceCostModel cm(d);
-  if (opt.layout_plan) {
-    p.layouts = plan_layouts(p.graph, cm);
-  } else {
-    p.layouts = fixed_layouts(p.graph, cm);
-    if (opt.packed_update) {
-      std::vector<Layout> ls = p.layouts.op_layout;
-      for (std::size_t i = 0; i < ls.size(); ++i) {
-        if (p.graph.ops[i].code == OpCode::kKtV) ls[i] = Layout::kBlocked;
-      }
-      p.layouts = evaluate_plan(p.graph, cm, ls, p.layouts.state_layout);
-    }
-  }
+  p.layouts = chunk_layouts(p.graph, d, opt);
   p.lifetimes = analyse_lifetimes(p.graph, d);
   *out = std::move(p);
   return Status::Ok();
@@ -151,7 +155,7 @@ json plan_to_json(const Plan& p) {
   j["k"] = p.opt.K;
   j["v"] = p.opt.V;
   j["passes"] = {{"reorder", p.opt.reorder}, {"gemm_first", p.opt.gemm_first}, {"layout_plan", p.opt.layout_plan},
-                 {"packed_update", p.opt.packed_update}};
+                 {"packed_update", p.opt.packed_update}, {"bf16", p.opt.bf16}, {"packing", packing_name(p.opt.packing)}};
   j["kernels"] = split_name(p.opt.kernels);
   json tensors = json::array();
   for (const TensorNode& t : g.tensors) {
@@ -360,6 +364,11 @@ Status plan_from_json(const std::string& text, Plan* out) {
   p.opt.gemm_first = ps.flag("gemm_first");
   p.opt.layout_plan = ps.flag("layout_plan");
   p.opt.packed_update = ps.flag("packed_update");
+  if (r.ok() && ps.raw().contains("bf16")) p.opt.bf16 = ps.flag("bf16");  // absent in plans older than the mode
+  if (r.ok() && ps.raw().contains("packing")) {
+    const std::string name = ps.str("packing");
+    if (r.ok() && !parse_packing(name, &p.opt.packing)) r.fail("passes.packing", "expected planned, never-keep or pack-always");
+  }
   const std::string split = r.str("kernels");
   if (r.ok() && split != "fused" && split != "fla" && split != "flashqla" && split != "native") {
     r.fail("kernels", "expected fused, fla, flashqla or native");
@@ -387,7 +396,18 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (!ds.ok()) return InvalidArgument("device: " + ds.message());
   if (d.name != p.device) return InvalidArgument("device: the description at '" + p.device_file + "' is '" + d.name + "'");
   p.clock_ghz = d.clock_ghz;
-  p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
+  if (!p.opt.bf16) {
+    p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
+  } else if (p.opt.packing == Packing::kPlanned) {
+    p.layouts = evaluate_plan(g, Bf16CostModel(d, g.kind, kTrilBlock), p.layouts.op_layout, p.layouts.state_layout);
+  } else {  // a fixed packing choice is its layouts: every product packs its own operand
+    const LayoutPlan fixed = chunk_layouts(g, d, p.opt);
+    if (fixed.op_layout != p.layouts.op_layout || fixed.state_layout != p.layouts.state_layout) {
+      return InvalidArgument(std::string("steps: packing '") + packing_name(p.opt.packing) +
+                             "' runs every step dense with a dense state");
+    }
+    p.layouts = fixed;
+  }
   p.layouts.dp_states = r.child("estimated_cost").integer("dp_states", 0, INT64_MAX);  // the search's effort, as recorded
   if (!std::isfinite(p.layouts.cost)) return InvalidArgument("steps: a step's layout is not allowed on device '" + d.name + "'");
   p.lifetimes = analyse_lifetimes(g, d);
@@ -425,6 +445,11 @@ std::string plan_report(const Plan& p) {
   os << "plan: " << kind_name(p.kind) << " chunk on " << p.device << ", C=" << p.opt.C << " K=" << p.opt.K
      << " V=" << p.opt.V << "; passes: reorder " << (p.opt.reorder ? "on" : "off") << ", gemm-first "
      << (p.opt.gemm_first ? "on" : "off") << ", layout plan " << (p.opt.layout_plan ? "on" : "off") << "\n";
+  if (p.opt.bf16) {
+    os << "precision: bf16; packing " << packing_name(p.opt.packing)
+       << " (blocked: the GEMM reads its right operand from a packed bf16 copy shared with later blocked readers; "
+          "dense: it packs the operand itself)\n";
+  }
   os << "device description: " << p.device_file << "\n";
   os << "  #  step  engine  layout   operation                          transforms before it\n";
   for (std::size_t i = 0; i < g.ops.size(); ++i) {

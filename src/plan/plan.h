@@ -15,6 +15,7 @@
 #include "plan/layout.h"
 #include "plan/lifetime.h"
 #include "plan/mapping.h"
+#include "plan/packing.h"
 #include "plan/strategy.h"
 
 namespace hanpu::plan {
@@ -26,6 +27,10 @@ struct PlanOptions {
   bool layout_plan = true;  // DP layout planning (else the fixed layouts of fixed_layouts())
   KernelSplit kernels = KernelSplit::kFused;
   bool packed_update = false;  // fixed layouts: the update's GEMM reads a packed panel (KtV blocked)
+  // The bf16 precision mode's cost model (plan/packing.h): every layout is a packing decision, made by the
+  // DP (planned) or one of the ablation's fixed choices; layout_plan and packed_update are then unused.
+  bool bf16 = false;
+  Packing packing = Packing::kPlanned;
 };
 
 struct Plan {

@@ -1,0 +1,122 @@
+#include "plan/packing.h"
+
+#include <cmath>
+#include <limits>
+
+namespace hanpu::plan {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double fp32_bytes(const TensorNode& t) { return static_cast<double>(t.rows * t.cols) * 4.0; }
+
+// The operand reads of a GEMM (OpNode: out = op(A) op(B), A = inputs[0], B = inputs[1]).
+double a_bytes(const OpNode& o) { return static_cast<double>(o.m * o.k) * 4.0; }
+double b_bytes(const OpNode& o) { return static_cast<double>(o.k * o.n) * 4.0; }
+
+// Blocks of `block` rows over c rows, and the share of a full product that row blocks up to the
+// diagonal execute: block b reads (b + 1) blocks, sum = nb (nb + 1) / 2 of nb^2.
+int64_t blocks(int64_t c, int64_t block) { return (c + block - 1) / block; }
+double triangle_share(int64_t c, int64_t block) {
+  const double nb = static_cast<double>(blocks(c, block));
+  return (nb + 1) / (2 * nb);
+}
+
+}  // namespace
+
+const char* packing_name(Packing p) {
+  switch (p) {
+    case Packing::kPlanned: return "planned";
+    case Packing::kNeverKeep: return "never-keep";
+    case Packing::kPackAlways: return "pack-always";
+  }
+  return "?";
+}
+
+bool parse_packing(const std::string& name, Packing* out) {
+  for (Packing p : {Packing::kPlanned, Packing::kNeverKeep, Packing::kPackAlways}) {
+    if (name == packing_name(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
+    : d_(d), fp32_(d), kind_(kind), row_block_(row_block) {}
+
+bool Bf16CostModel::row_blocked(const OpNode& o) const {
+  switch (o.code) {
+    case OpCode::kKKt: case OpCode::kQKt: case OpCode::kVnFromTR: case OpCode::kPV: case OpCode::kW: case OpCode::kU:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Bf16CostModel::packs(const OpNode& o) const {
+  if (o.kind != OpKind::kGemm) return false;
+  return !(kind_ == Kind::kKda && (o.code == OpCode::kKKt || o.code == OpCode::kQKt));
+}
+
+double Bf16CostModel::pack_cycles(double bytes) const {
+  const double rate = d_.has_bf16_matrix ? d_.bf16_pack_bytes_per_cycle : d_.transform_bytes_per_cycle / 2;
+  return (d_.has_bf16_matrix ? d_.bf16_pack_fixed_cycles : d_.transform_fixed_cycles) + bytes / rate;
+}
+
+bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
+  return l == Layout::kDense || packs(g.ops[op]);
+}
+
+double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
+  const OpNode& o = g.ops[op];
+  if (!allowed(g, op, l)) return kInf;
+  if (!packs(o)) return fp32_.op_cost(g, op, l);
+  const double rate = d_.has_bf16_matrix ? d_.bf16_macs_per_cycle : d_.matrix_macs_per_cycle;
+  // The unit's columns come in 16s and its reduction in pairs.
+  const double n = std::ceil(static_cast<double>(o.n) / 16) * 16, k = std::ceil(static_cast<double>(o.k) / 2) * 2;
+  double macs = static_cast<double>(o.m) * n * k;
+  if (row_blocked(o)) macs *= triangle_share(g.C, row_block_);
+  double cost = macs / rate + pack_cycles(a_bytes(o));  // A converted on the way in, in either layout
+  // GDN's update reads diag(e^{G_last - G} fk) V', made in the step: packed in the call in either layout.
+  const bool fresh_b = kind_ == Kind::kGdn && o.code == OpCode::kKtV;
+  if (l == Layout::kDense || fresh_b) cost += pack_cycles(b_bytes(o));
+  if (l == Layout::kBlocked && o.trans_a) {  // the fp32 [k, m] panel of the transposed A first
+    cost += d_.transform_fixed_cycles + 2 * a_bytes(o) / d_.transform_bytes_per_cycle;
+  }
+  return cost;
+}
+
+double Bf16CostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {
+  if (from == to) return 0;
+  if (to == Layout::kDense) return kInf;  // a packed copy is bf16 and read-only
+  return pack_cycles(fp32_bytes(g.tensors[t]));
+}
+
+bool Bf16CostModel::reads_in_layout(const Graph& g, int op, int t) const {
+  const OpNode& o = g.ops[op];
+  if (!packs(o)) return true;
+  if (kind_ == Kind::kGdn && o.code == OpCode::kKtV) return false;
+  return t == o.inputs[1];
+}
+
+LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p) {
+  if (p == Packing::kPlanned) return plan_layouts(g, cm);
+  LayoutPlan plan = evaluate_plan(g, cm, std::vector<Layout>(g.ops.size(), Layout::kDense), Layout::kDense);
+  if (p == Packing::kPackAlways) {
+    // Each row block b packs the (b + 1) blocks it reads instead of the product packing its operand once.
+    for (const OpNode& o : g.ops) {
+      if (o.kind != OpKind::kGemm || !cm.row_blocked(o) || !cm.packs(o)) continue;
+      const int64_t nb = blocks(g.C, cm.row_block());
+      const double whole = b_bytes(o);
+      double blocked = 0;
+      for (int64_t b = 0; b < nb; ++b) blocked += cm.pack_cycles(whole * static_cast<double>(b + 1) / nb);
+      plan.cost += blocked - cm.pack_cycles(whole);
+    }
+  }
+  return plan;
+}
+
+}  // namespace hanpu::plan

@@ -1,0 +1,66 @@
+// Layout planning of the bf16 precision mode on the host: where a GEMM's right operand is packed into the
+// matrix unit's operand layout and where a packed copy stays for later products (issue 13's "layout
+// planning, measured").
+//
+// The host's bf16 unit (VDPBF16PS, or AMX tiles: the same layout) reads its right operand B [k, n] packed:
+// pairs of bf16 along k, 16 columns a row (Bf16Operand, kernels/kernel_set.h). Its left operand is
+// converted on the way in, its results are fp32 rows. In the layout DP's terms (plan/layout.h):
+//   - a GEMM in the dense layout packs its right operand itself, for this product only (its row blocks
+//     share it): op cost = MACs / rate + conversion of A + pack of B;
+//   - a GEMM in the blocked layout reads B from a packed copy: the copy is a transform of B, made once
+//     and shared by every later blocked reader (so blocked readers of one operand keep it packed across
+//     steps); op cost = MACs / rate + conversion of A (+ the fp32 panel of a transposed A: the engine's
+//     only form of a product with a packed right operand and a transposed left one);
+//   - a packed copy is bf16 and read-only: it is never unpacked (blocked -> dense is infinite), results
+//     and the state stay fp32 rows.
+// The engine's row-blocked products (the score products and the lower-triangular ones, kTrilBlock rows a
+// block up to the diagonal) execute (nb + 1) / (2 nb) of their full MACs, nb = ceil(C / kTrilBlock).
+// KDA's scores are an exact per-channel vector split (no packing); GDN in bf16 applies the update's decays
+// to V' (diag(e^{G_last - G} fk) V', made in the step), so the update never reads V''s packed copy.
+//
+// The ablation's two fixed choices (hanpu bench --ablation --precision bf16):
+//   - never-keep: every product packs its own right operand (all GEMMs dense): S packed for K S and again
+//     for Q S, K^T for K K^T and again for Q K^T;
+//   - pack-always: every GEMM call packs its operand: never-keep, and each row block of a row-blocked
+//     product packs the leading rows it reads again.
+#pragma once
+
+#include <string>
+
+#include "plan/layout.h"
+
+namespace hanpu::plan {
+
+enum class Packing { kPlanned, kNeverKeep, kPackAlways };
+const char* packing_name(Packing p);  // "planned", "never-keep", "pack-always"
+bool parse_packing(const std::string& name, Packing* out);
+
+class Bf16CostModel : public CostModel {
+ public:
+  // `row_block`: the engine's row block of the row-blocked products.
+  Bf16CostModel(const Device& d, Kind kind, int64_t row_block);
+  bool allowed(const Graph& g, int op, Layout l) const override;
+  double op_cost(const Graph& g, int op, Layout l) const override;
+  double transform_cost(const Graph& g, int tensor, Layout from, Layout to) const override;
+  bool reads_in_layout(const Graph& g, int op, int tensor) const override;
+  Layout result_layout(const Graph&, int, Layout) const override { return Layout::kDense; }
+
+  // Cycles of packing `fp32_bytes` of an fp32 operand.
+  double pack_cycles(double fp32_bytes) const;
+  // Whether the engine runs op in row blocks up to the diagonal.
+  bool row_blocked(const OpNode& o) const;
+  // Whether op is a bf16 GEMM reading a packed right operand (KDA's scores are not: an fp32 vector split).
+  bool packs(const OpNode& o) const;
+  int64_t row_block() const { return row_block_; }
+
+ private:
+  const Device& d_;
+  DeviceCostModel fp32_;  // vector steps, the inverse, KDA's exact scores
+  Kind kind_;
+  int64_t row_block_;
+};
+
+// The plan of a packing choice: planned = the layout DP; the fixed choices with their estimated cost.
+LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p);
+
+}  // namespace hanpu::plan
