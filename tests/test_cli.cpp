@@ -136,6 +136,37 @@ TEST(Cli, BenchAblationWritesOneRecordPerStepWithItsMeasurements) {
   EXPECT_NE(log.find("unknown strategy 'nope'"), std::string::npos) << log;
 }
 
+// In bf16 precision the ablation is the packing one: three rows, the same bits, each with the planner's
+// estimate of a (chunk, head) step beside the measured thread time per step.
+TEST(Cli, BenchAblationInBf16ComparesThePackingChoices) {
+  const std::string json_path = temp("bench_packing.json");
+  std::string log;
+  ASSERT_EQ(run_cli("bench --ablation --precision bf16 --dtype bf16 --tokens 130 --heads 2 --reps 1 --threads 2 --json " +
+                        json_path,
+                    &log),
+            0)
+      << log;
+  for (const char* line : {"packing pack-always: ", "bf16: every GEMM call packs", "packing never-keep: ",
+                           "nothing kept packed", "packing planned: ", "kept packed S K^T", "the planner's estimate"}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+  std::ifstream jf(json_path);
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["records"].size(), 3u);
+  std::vector<std::string> names;
+  for (const auto& r : j["records"]) {
+    names.push_back(r["strategy"]);
+    EXPECT_GT(r["step_us"].get<double>(), 0.0);
+    EXPECT_GT(r["estimate_step_us"].get<double>(), 0.0);
+    EXPECT_EQ(r["rel_rms_o"], j["records"][0]["rel_rms_o"]);  // every choice gives the same bits
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"pack-always", "never-keep", "planned"}));
+  EXPECT_GT(j["records"][0]["estimate_step_us"].get<double>(), j["records"][2]["estimate_step_us"].get<double>());
+  ASSERT_EQ(run_cli("plan --device host --precision bf16 --packing never-keep", &log), 0) << log;
+  EXPECT_NE(log.find("precision: bf16; packing never-keep"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("plan --device host --precision bf16 --packing sometimes", &log), 2) << log;
+}
+
 TEST(Cli, PrecisionModesThroughBenchAndVerify) {
   const std::string json = temp("bench_bf16.json");
   std::string log;

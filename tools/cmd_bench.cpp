@@ -110,10 +110,12 @@ Runner add_bench_command(CLI::App& app) {
                "one extra run per length");
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
-               "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first (cumulative)");
+               "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first, +layout-plan "
+               "(cumulative); in bf16 precision the packing ablation: pack-always, never-keep, planned, each beside "
+               "the planner's estimate");
   app.add_option("--plan", a->plan_path, "Run this execution plan (hanpu plan --json): its strategy, shape and workers");
   app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
-  app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up (default 5)")->check(CLI::Range(1, 1000));
+  app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up each, the runs interleaved round by round (default 5)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");
   app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");
   app.add_option("--plot", a->plot_path, "Also write an SVG of median time vs tokens per strategy");

@@ -57,8 +57,16 @@ double percentile_median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-Status ablation_steps(const BenchConfig&, std::vector<std::pair<std::string, EngineConfig>>* out) {
+Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* out) {
   out->clear();
+  if (resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16) {
+    for (plan::Packing p : {plan::Packing::kPackAlways, plan::Packing::kNeverKeep, plan::Packing::kPlanned}) {
+      EngineConfig c;
+      c.packing = p;
+      out->emplace_back(plan::packing_name(p), c);
+    }
+    return Status::Ok();
+  }
   for (const plan::StrategyInfo& step : plan::ablation_ladder()) {
     EngineConfig c;
     if (step.opt.dataflow == plan::Dataflow::kHeadLevel) {
@@ -176,6 +184,26 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
   return Status::Ok();
 }
 
+// The planner's estimate of one (chunk, head) step of the packing choice (its chunk plan on the host
+// description, as the engine plans the call) beside the measured thread time per step.
+Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T, int threads, int64_t C,
+                        BenchRecord* rec) {
+  plan::Device host;
+  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
+  plan::PlanOptions po;
+  po.C = C;
+  po.K = cfg.K;
+  po.V = cfg.V;
+  po.bf16 = true;
+  po.packing = packing;
+  plan::Plan pl;
+  HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, &pl));
+  rec->estimate_step_us = pl.layouts.cost / (pl.clock_ghz * 1e3);
+  const double steps = static_cast<double>((T + C - 1) / C * cfg.HV);
+  rec->step_us = rec->median_ms * 1e3 * threads / steps;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
@@ -240,6 +268,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   opt.use_qk_l2norm_in_kernel = true;  // as Qwen3-Next / Qwen3.5 and Kimi Linear call the kernels
   opt.precision = cfg.precision;
   const bool bf16 = resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16;
+  const bool packing_ablation = cfg.ablation && bf16;
 
   for (int64_t T : cfg.tokens) {
     auto prefix = [T](const Tensor& t) {
@@ -273,20 +302,35 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       fla_o = std::sqrt(nmse(to_doubles(fo.view()), ro));
       fla_s = std::sqrt(nmse(to_doubles(fs.view()), rs));
     }
-    for (auto [label, ec] : runs) {
-      ec.threads = threads;
-      Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
-      const Outputs outs{o.view(), st.view()};
-      RunStats stats;
-      HANPU_RETURN_IF_ERROR(engine_forward(in, opt, ec, outs, &stats));  // warm-up
-      std::vector<double> times;
-      for (int r = 0; r < cfg.reps; ++r) {
+    // Each run's warm-up gives its accuracy (every repetition writes the same bits); the timed repetitions
+    // then interleave the runs round by round, so a noisy machine's drift falls on all of them alike and
+    // their ratios are measured in one run.
+    Tensor o(cfg.dtype, {1, T, HV, V}), st(DType::kF32, {1, HV, K, V});
+    const Outputs outs{o.view(), st.view()};
+    std::vector<BenchRecord> recs(runs.size());
+    std::vector<RunStats> stats(runs.size());
+    std::vector<std::vector<double>> times(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      runs[i].second.threads = threads;
+      HANPU_RETURN_IF_ERROR(engine_forward(in, opt, runs[i].second, outs, &stats[i]));  // warm-up
+      BenchRecord& rec = recs[i];
+      const std::vector<double> oh = to_doubles(head0(o.view()));
+      std::vector<double> sh = to_doubles(st.view());
+      sh.resize(K * V);  // value head 0
+      rec.nmse_o = nmse(oh, ro);
+      rec.nmse_state = nmse(sh, rs);
+    }
+    for (int r = 0; r < cfg.reps; ++r) {
+      for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto t0 = Clock::now();
-        HANPU_RETURN_IF_ERROR(engine_forward(in, opt, ec, outs, &stats));
-        times.push_back(ms_since(t0));
+        HANPU_RETURN_IF_ERROR(engine_forward(in, opt, runs[i].second, outs, &stats[i]));
+        times[i].push_back(ms_since(t0));
       }
-      BenchRecord rec;
-      if (cfg.breakdown && stats.dataflow == "hanpu") {  // an extra run, its steps timed (not in `times`)
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const auto& [label, ec] = runs[i];
+      BenchRecord& rec = recs[i];
+      if (cfg.breakdown && stats[i].dataflow == "hanpu") {  // an extra run, its steps timed (not in `times`)
         EngineConfig timed = ec;
         timed.breakdown = true;
         RunStats ts;
@@ -298,22 +342,17 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       rec.preset = cfg.preset;
       rec.strategy = label;
       rec.dtype = dtype_name(cfg.dtype);
-      rec.simd_target = stats.simd_target;
+      rec.simd_target = stats[i].simd_target;
       rec.tokens = T;
       rec.threads = threads;
-      rec.median_ms = percentile_median(times);
-      rec.min_ms = *std::min_element(times.begin(), times.end());
-      rec.max_ms = *std::max_element(times.begin(), times.end());
-      rec.flops = stats.flops;
-      rec.gflops = stats.flops / (rec.median_ms * 1e6);
+      rec.median_ms = percentile_median(times[i]);
+      rec.min_ms = *std::min_element(times[i].begin(), times[i].end());
+      rec.max_ms = *std::max_element(times[i].begin(), times[i].end());
+      rec.flops = stats[i].flops;
+      rec.gflops = stats[i].flops / (rec.median_ms * 1e6);
       rec.utilization = rec.gflops / out->fma_peak_gflops;
-      rec.peak_workspace_bytes = stats.peak_workspace_bytes;
-      rec.traffic_bytes = stats.traffic_bytes;
-      const std::vector<double> oh = to_doubles(head0(o.view()));
-      std::vector<double> sh = to_doubles(st.view());
-      sh.resize(K * V);  // value head 0
-      rec.nmse_o = nmse(oh, ro);
-      rec.nmse_state = nmse(sh, rs);
+      rec.peak_workspace_bytes = stats[i].peak_workspace_bytes;
+      rec.traffic_bytes = stats[i].traffic_bytes;
       rec.precision = bf16 ? "bf16" : "exact";
       rec.rel_rms_o = std::sqrt(rec.nmse_o);
       rec.rel_rms_state = std::sqrt(rec.nmse_state);
@@ -330,6 +369,15 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
                     rec.precision.c_str(), rec.median_ms, rec.gflops, 100 * rec.matrix_utilization, rec.rel_rms_o,
                     rec.rel_rms_o / floor_o, rec.rel_rms_state, fla);
       progress(line);
+      if (packing_ablation) {
+        HANPU_RETURN_IF_ERROR(packing_estimate(cfg, ec.packing, T, threads, opt.chunk_size, &rec));
+        std::snprintf(line, sizeof line,
+                      "  packing %s: %s; per (chunk, head) step %.2f us measured, %.2f us the planner's estimate "
+                      "(measured / estimate %.2f)",
+                      label.c_str(), stats[i].chunk_program.c_str(), rec.step_us, rec.estimate_step_us,
+                      rec.step_us / rec.estimate_step_us);
+        progress(line);
+      }
       out->records.push_back(rec);
     }
   }
@@ -393,6 +441,10 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
                             {"bf16_floor_o", num(r.bf16_floor_o)}, {"matrix_utilization", num(r.matrix_utilization)},
                             {"fla_emulation_rel_rms_o", num(r.fla_rel_rms_o)},
                             {"fla_emulation_rel_rms_state", num(r.fla_rel_rms_state)}});
+    if (std::isfinite(r.estimate_step_us)) {
+      j["records"].back()["step_us"] = r.step_us;
+      j["records"].back()["estimate_step_us"] = r.estimate_step_us;
+    }
     if (!r.breakdown_ms.empty()) {
       nlohmann::json b;
       for (const auto& [part, ms] : r.breakdown_ms) b[part] = ms;

@@ -2,6 +2,7 @@
 // utilisation against the FMA peak measured in the same run, workspace, traffic and accuracy.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,9 @@ struct BenchConfig;
 // The ablation: the planner's ladder (plan/strategy.h): fla, then the hanpu techniques added one at a
 // time, cumulatively: head-level fusion, + tail splitting, + chunk-first order, + GEMM-first order,
 // + layout planning (the layout DP on the host description instead of the fixed row-major layouts).
+// In bf16 precision it is the packing ablation instead (plan/packing.h): the hanpu strategy with its GEMMs'
+// right operands packed by every GEMM call (pack-always), by every product (never-keep), and as the layout
+// DP plans it (planned), each with the planner's estimate beside the measurement.
 Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* steps);
 
 struct BenchConfig {
@@ -64,6 +68,9 @@ struct BenchRecord {
   // bf16 runs: the same for FLA's half-precision dataflow emulated on value head 0 (ops/fla_emulation.h).
   double fla_rel_rms_o = 0, fla_rel_rms_state = 0;
   double matrix_utilization = 0;  // gflops / matrix_peak_gflops
+  // The packing ablation's records: thread time per (chunk, head) step (median_ms x threads / steps) and
+  // the planner's estimate of one step (its per-chunk cost on the host description); NaN elsewhere.
+  double step_us = NAN, estimate_step_us = NAN;
   // With BenchConfig::breakdown (hanpu strategy records): ms per kind of chunk step, summed over threads,
   // from one extra run (RunStats::breakdown_ms), and the (chunk, head slice) steps it ran.
   std::vector<std::pair<std::string, double>> breakdown_ms;

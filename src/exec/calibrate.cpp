@@ -14,6 +14,7 @@
 
 #include "exec/chunk_kernels.h"
 #include "exec/fp_mode.h"
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "plan/device.h"
 
@@ -98,6 +99,25 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
                 bytes / t_vec);
   progress(line);
 
+  // The bf16 unit of the active kernel set (plan/packing.h): its GEMM on a packed right operand, and the
+  // packing of an fp32 operand at two sizes (fixed + bytes / rate, as the cost model charges it).
+  const KernelSet& ks = active_kernels();
+  Bf16Operand packed;
+  ks.pack_bf16(K, V, b.data(), V, &packed);
+  const double t_bf16 = median_ns(opt.reps, [&] { ks.gemm_packed_bf16(C, V, K, a.data(), K, packed, false, c.data(), V); });
+  const double bf16_macs_per_ns = static_cast<double>(C * V * K) / t_bf16;
+  const double t_bpack = median_ns(opt.reps, [&] { ks.pack_bf16(K, V, b.data(), V, &packed); });
+  const double t_bpack_half = median_ns(opt.reps, [&] { ks.pack_bf16(K / 2, V, b.data(), V, &packed); });
+  const double pbytes = static_cast<double>(K * V * 4);
+  const double pslope = std::max(1e-6, (t_bpack - t_bpack_half) / (pbytes / 2));
+  const double pfixed = std::max(0.0, t_bpack - pslope * pbytes);
+  std::snprintf(line, sizeof line,
+                "bf16 gemm %lldx%lldx%lld on a packed operand (%s): %.0f ns, %.1f MACs/ns; pack %lldx%lld: %.0f ns "
+                "(%.0f ns at half size)",
+                (long long)C, (long long)V, (long long)K, ks.bf16_unit.c_str(), t_bf16, bf16_macs_per_ns, (long long)K,
+                (long long)V, t_bpack, t_bpack_half);
+  progress(line);
+
   j["description"] = "The CPU hanpu builds on, one core per head, with costs measured by hanpu calibrate (ns)";
   j["clock_ghz"] = measured(1.0, "calibrated costs are in nanoseconds: the clock is fixed at 1 GHz");
   j["matrix"]["macs_per_cycle"] = measured(macs_per_ns, by + "SIMD GEMM on a chunk's C x V x K");
@@ -106,6 +126,10 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   j["vector"]["bytes_per_cycle"] = measured(bytes / t_vec, by + "row scaling of a chunk's C x K rows");
   j["layout"]["transform_bytes_per_cycle"] = measured(2.0 / slope, by + "packing a C x K block into a panel (slope)");
   j["layout"]["transform_fixed_cycles"] = measured(fixed, by + "packing a C x K block into a panel (intercept)");
+  const std::string unit = by + "kernel set " + ks.name + " (" + ks.bf16_unit + "), ";
+  j["bf16_matrix"]["macs_per_cycle"] = measured(bf16_macs_per_ns, unit + "bf16 GEMM on a chunk's C x V x K, B packed");
+  j["bf16_matrix"]["pack_bytes_per_cycle"] = measured(1.0 / pslope, unit + "packing a K x V fp32 operand (slope)");
+  j["bf16_matrix"]["pack_fixed_cycles"] = measured(pfixed, unit + "packing a K x V fp32 operand (intercept)");
   Device check;
   const std::string text = j.dump(2) + "\n";
   HANPU_RETURN_IF_ERROR(parse_device(text, "calibrated host", &check));

@@ -1,0 +1,225 @@
+// Layout planning of the bf16 mode's packed operands (plan/packing.h): the layout DP on the bf16 cost model
+// against the exhaustive search, what the planned choice keeps, the fixed choices' estimates, plan files,
+// and the engine: every packing choice (and a kept V') gives the same bits.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "exec/chunk_program.h"
+#include "hanpu/engine.h"
+#include "kernels/tril_inverse.h"
+#include "plan/packing.h"
+#include "plan/plan.h"
+#include "test_util.h"
+
+namespace hanpu {
+namespace {
+
+using plan::Layout;
+using plan::Packing;
+
+// The shipped description (not a calibrated one $HANPU_HOST_DEVICE may name).
+plan::Device host() {
+  plan::Device d;
+  EXPECT_TRUE(plan::load_device(plan::devices_dir() + "/host.json", &d).ok());
+  return d;
+}
+
+plan::GraphOptions passes(bool chunk_first, bool gemm_first) {
+  plan::GraphOptions o;
+  o.chunk_first = chunk_first;
+  o.gemm_first = gemm_first;
+  return o;
+}
+
+int op_index(const plan::Graph& g, plan::OpCode c) {
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    if (g.ops[i].code == c) return i;
+  }
+  return -1;
+}
+
+TEST(Packing, TheDpFindsTheExhaustiveOptimum) {
+  plan::Device d = host();
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> u(0.2, 5.0);
+  for (int trial = 0; trial < 12; ++trial) {
+    if (trial > 0) {  // rates around the shipped ones: where packing is cheap or dear against the GEMMs
+      d.bf16_macs_per_cycle = 32 * u(rng);
+      d.bf16_pack_bytes_per_cycle = 32 * u(rng);
+      d.bf16_pack_fixed_cycles = 20 * u(rng);
+      d.transform_bytes_per_cycle = 32 * u(rng);
+    }
+    const plan::Bf16CostModel cm(d, trial % 2 ? Kind::kKda : Kind::kGdn, kTrilBlock);
+    for (int v = 0; v < 4; ++v) {
+      for (int64_t C : {32, 64}) {
+        const plan::Graph g = plan::build_chunk_graph(trial % 2 ? Kind::kKda : Kind::kGdn, C, 128, 96, passes(v & 1, v & 2));
+        const plan::LayoutPlan dp = plan::plan_layouts(g, cm), oracle = plan::plan_layouts_exhaustive(g, cm);
+        ASSERT_TRUE(std::isfinite(dp.cost));
+        EXPECT_NEAR(dp.cost, oracle.cost, 1e-9 * oracle.cost) << "trial " << trial << " variant " << v << " C " << C;
+        EXPECT_NEAR(plan::evaluate_plan(g, cm, dp.op_layout, dp.state_layout).cost, dp.cost, 1e-9 * dp.cost);
+        EXPECT_EQ(dp.state_layout, Layout::kDense);  // a packed copy is bf16: the state stays fp32 rows
+        const double never = plan::packing_layouts(g, cm, Packing::kNeverKeep).cost;
+        const double always = plan::packing_layouts(g, cm, Packing::kPackAlways).cost;
+        EXPECT_LE(dp.cost, never * (1 + 1e-12));
+        EXPECT_LT(never, always);  // the row blocks' repacks cost something
+      }
+    }
+  }
+}
+
+TEST(Packing, TheCostModelPacksOnlyRightOperandsAndNeverUnpacks) {
+  const plan::Device d = host();
+  const plan::Bf16CostModel cm(d, Kind::kGdn, kTrilBlock);
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 128, 128, passes(true, true));
+  const int ks = op_index(g, plan::OpCode::kKS), r = op_index(g, plan::OpCode::kR);
+  ASSERT_GE(ks, 0);
+  ASSERT_GE(r, 0);
+  EXPECT_TRUE(cm.reads_in_layout(g, ks, g.ops[ks].inputs[1]));   // S, the right operand
+  EXPECT_FALSE(cm.reads_in_layout(g, ks, g.ops[ks].inputs[0]));  // converted on the way in
+  EXPECT_EQ(cm.result_layout(g, ks, Layout::kBlocked), Layout::kDense);
+  EXPECT_FALSE(cm.allowed(g, r, Layout::kBlocked));  // vector steps on fp32 rows
+  EXPECT_TRUE(std::isinf(cm.transform_cost(g, g.ops[ks].inputs[1], Layout::kBlocked, Layout::kDense)));
+  EXPECT_GT(cm.transform_cost(g, g.ops[ks].inputs[1], Layout::kDense, Layout::kBlocked), 0);
+  // A product reading its operand from a shared copy costs the pack less than one packing it itself.
+  const double pack_s = cm.pack_cycles(128.0 * 128 * 4);
+  EXPECT_NEAR(cm.op_cost(g, ks, Layout::kDense) - cm.op_cost(g, ks, Layout::kBlocked), pack_s, 1e-9 * pack_s);
+  // KDA's scores are an exact vector split: nothing packed, dense only.
+  const plan::Bf16CostModel kda(d, Kind::kKda, kTrilBlock);
+  const plan::Graph gk = plan::build_chunk_graph(Kind::kKda, 64, 128, 128, passes(true, true));
+  EXPECT_FALSE(kda.allowed(gk, op_index(gk, plan::OpCode::kKKt), Layout::kBlocked));
+}
+
+TEST(Packing, ThePlanKeepsTheOperandsSeveralProductsRead) {
+  const plan::Device d = host();
+  plan::PlanOptions po;
+  po.bf16 = true;
+  plan::Plan pl;
+  ASSERT_TRUE(plan::make_plan(Kind::kGdn, d, po, &pl).ok());
+  // S (K S, Q S) and K^T (K K^T, Q K^T) are packed once each and kept.
+  int s_packs = 0, k_packs = 0;
+  for (const plan::Transform& t : pl.layouts.transforms) {
+    s_packs += pl.graph.tensors[t.tensor].value == plan::Value::kS;
+    k_packs += pl.graph.tensors[t.tensor].value == plan::Value::kK;
+  }
+  EXPECT_EQ(s_packs, 1);
+  EXPECT_EQ(k_packs, 1);
+  ChunkProgram prog;
+  ASSERT_TRUE(compile_chunk_program(pl.graph, pl.layouts.op_layout, pl.opt, &prog).ok());
+  EXPECT_TRUE(prog.keep_state && prog.keep_keys);
+  EXPECT_FALSE(prog.repack_row_blocks);
+  EXPECT_NE(prog.describe().find("kept packed S K^T"), std::string::npos) << prog.describe();
+  for (Packing p : {Packing::kNeverKeep, Packing::kPackAlways}) {
+    po.packing = p;
+    plan::Plan fixed;
+    ASSERT_TRUE(plan::make_plan(Kind::kGdn, d, po, &fixed).ok());
+    EXPECT_GT(fixed.layouts.cost, pl.layouts.cost) << plan::packing_name(p);
+    ChunkProgram fp;
+    ASSERT_TRUE(compile_chunk_program(fixed.graph, fixed.layouts.op_layout, fixed.opt, &fp).ok());
+    EXPECT_FALSE(fp.keep_state || fp.keep_keys || fp.keep_vn);
+    EXPECT_EQ(fp.repack_row_blocks, p == Packing::kPackAlways);
+  }
+}
+
+TEST(Packing, BfSixteenPlansRoundTripThroughJson) {
+  const plan::Device d = host();
+  for (Packing p : {Packing::kPlanned, Packing::kNeverKeep, Packing::kPackAlways}) {
+    plan::PlanOptions po;
+    po.bf16 = true;
+    po.packing = p;
+    plan::Plan pl, back;
+    ASSERT_TRUE(plan::make_plan(Kind::kKda, d, po, &pl).ok());
+    const Status st = plan::plan_from_json(plan::plan_to_json(pl).dump(), &back);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_TRUE(back.opt.bf16);
+    EXPECT_EQ(back.opt.packing, p);
+    EXPECT_DOUBLE_EQ(back.layouts.cost, pl.layouts.cost);
+  }
+  // A fixed choice runs every product dense: a blocked step is refused.
+  plan::PlanOptions po;
+  po.bf16 = true;
+  po.packing = Packing::kNeverKeep;
+  plan::Plan pl, back;
+  ASSERT_TRUE(plan::make_plan(Kind::kGdn, d, po, &pl).ok());
+  nlohmann::json j = plan::plan_to_json(pl);
+  for (auto& s : j["steps"]) {
+    if (s["code"] == "KS") s["layout"] = "blocked";
+  }
+  const Status st = plan::plan_from_json(j.dump(), &back);
+  EXPECT_NE(st.message().find("packing 'never-keep' runs every step dense"), std::string::npos) << st.ToString();
+}
+
+struct PackedRun {
+  Tensor o, s;
+  RunStats stats;
+};
+
+// One engine call in bf16 precision with a packing choice or a given plan.
+PackedRun run(const TensorFile& f, Kind kind, Packing packing, std::shared_ptr<const plan::Plan> pl = nullptr) {
+  Inputs in;
+  EXPECT_TRUE(bind_inputs(f, &in).ok());
+  Options opt;
+  opt.kind = kind;
+  opt.precision = Precision::kBf16;
+  const auto& q = f.tensors.at("q");
+  const auto& v = f.tensors.at("v");
+  PackedRun r;
+  r.o = Tensor(DType::kF32, {q.shape[0], q.shape[1], v.shape[2], v.shape[3]});
+  r.s = Tensor(DType::kF32, {q.shape[0], v.shape[2], q.shape[3], v.shape[3]});
+  EngineConfig cfg;
+  cfg.threads = 2;
+  cfg.packing = packing;
+  cfg.plan = std::move(pl);
+  const Status st = engine_forward(in, opt, cfg, Outputs{r.o.view(), r.s.view()}, &r.stats);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return r;
+}
+
+// The KDA plan with P V' and the update blocked: V' packed once for both (the update through its panel).
+std::shared_ptr<const plan::Plan> kda_keeping_vn(int64_t T, int64_t HV, int64_t K, int64_t V) {
+  plan::Device d;
+  EXPECT_TRUE(plan::load_device("host", &d).ok());
+  plan::PlanOptions po;
+  po.K = K;
+  po.V = V;
+  po.bf16 = true;
+  plan::MapRequest req;
+  req.shape.seq_tokens = {T};
+  req.shape.C = 64;
+  req.shape.HV = HV;
+  req.shape.V = V;
+  req.shape.workers = 2;
+  auto p = std::make_shared<plan::Plan>();
+  EXPECT_TRUE(plan::make_execution_plan(Kind::kKda, d, "hanpu", po, req, p.get()).ok());
+  for (plan::OpCode c : {plan::OpCode::kPV, plan::OpCode::kKtV}) p->layouts.op_layout[op_index(p->graph, c)] = Layout::kBlocked;
+  return p;
+}
+
+TEST(Packing, EveryChoiceGivesTheSameBits) {
+  // bf16 inputs (q, k enter the GEMMs as loaded) and f32 inputs in bf16 precision; a partial last chunk.
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (DType dt : {DType::kBF16, DType::kF32}) {
+      const TensorFile f = testing::small_problem(kind, dt, 1, 200, 2, 4, 64, 48, 21);
+      const PackedRun planned = run(f, kind, Packing::kPlanned);
+
+      EXPECT_NE(planned.stats.chunk_program.find("bf16: kept packed"), std::string::npos) << planned.stats.chunk_program;
+      for (Packing p : {Packing::kNeverKeep, Packing::kPackAlways}) {
+        const PackedRun r = run(f, kind, p);
+        EXPECT_EQ(r.o.bytes, planned.o.bytes) << kind_name(kind) << " " << dtype_name(dt) << " " << plan::packing_name(p);
+        EXPECT_EQ(r.s.bytes, planned.s.bytes) << kind_name(kind) << " " << dtype_name(dt) << " " << plan::packing_name(p);
+        EXPECT_NE(r.stats.chunk_program, planned.stats.chunk_program);
+      }
+      if (kind == Kind::kKda) {
+        const PackedRun kept = run(f, kind, Packing::kPlanned, kda_keeping_vn(200, 4, 64, 48));
+
+        EXPECT_NE(kept.stats.chunk_program.find("V'"), std::string::npos) << kept.stats.chunk_program;
+        EXPECT_NE(kept.stats.chunk_program.find("(packed"), std::string::npos) << kept.stats.chunk_program;
+        EXPECT_EQ(kept.o.bytes, planned.o.bytes) << dtype_name(dt);
+        EXPECT_EQ(kept.s.bytes, planned.s.bytes) << dtype_name(dt);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hanpu
