@@ -5,6 +5,7 @@
 
 #include "exec/strategies.h"
 #include "kernels/simd.h"
+#include "kernels/tril_inverse.h"
 #include "plan/plan.h"
 #include "plan/strategy.h"
 
@@ -34,6 +35,9 @@ plan::Shape shape_of(const Problem& p, int workers) {
   sh.workers = workers;
   return sh;
 }
+
+// The planner's bf16 cost model counts the engine's row blocks (plan/packing.h).
+static_assert(plan::PlanOptions{}.row_block == kTrilBlock);
 
 // The execution plan of a call without one: the strategy and switches of cfg on the host, with column
 // slices aligned to the GEMM's column block (bit-identical results for any thread count).

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "core/json_reader.h"
-#include "kernels/tril_inverse.h"
 
 namespace hanpu::plan {
 
@@ -54,7 +53,7 @@ const char* split_name(KernelSplit k) {
 // The chunk's layouts: exact mode, the DP or the fixed layouts (the update's operand packed on request) on
 // the device's cost model; bf16 mode, the packing choice on the bf16 unit's (the engine's row blocks).
 LayoutPlan chunk_layouts(const Graph& g, const Device& d, const PlanOptions& opt) {
-  if (opt.bf16) return packing_layouts(g, Bf16CostModel(d, g.kind, kTrilBlock), opt.packing);
+  if (opt.bf16) return packing_layouts(g, Bf16CostModel(d, g.kind, opt.row_block), opt.packing);
   const DeviceCostModel cm(d);
   if (opt.layout_plan) return plan_layouts(g, cm);
   LayoutPlan p = fixed_layouts(g, cm);
@@ -399,7 +398,7 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (!p.opt.bf16) {
     p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
   } else if (p.opt.packing == Packing::kPlanned) {
-    p.layouts = evaluate_plan(g, Bf16CostModel(d, g.kind, kTrilBlock), p.layouts.op_layout, p.layouts.state_layout);
+    p.layouts = evaluate_plan(g, Bf16CostModel(d, g.kind, p.opt.row_block), p.layouts.op_layout, p.layouts.state_layout);
   } else {  // a fixed packing choice is its layouts: every product packs its own operand
     const LayoutPlan fixed = chunk_layouts(g, d, p.opt);
     if (fixed.op_layout != p.layouts.op_layout || fixed.state_layout != p.layouts.state_layout) {

@@ -31,6 +31,9 @@ struct PlanOptions {
   // DP (planned) or one of the ablation's fixed choices; layout_plan and packed_update are then unused.
   bool bf16 = false;
   Packing packing = Packing::kPlanned;
+  // The CPU engine's row block of its row-blocked products (kernels/tril_inverse.h kTrilBlock; the engine
+  // asserts they agree), which the bf16 cost model counts.
+  int64_t row_block = 16;
 };
 
 struct Plan {
