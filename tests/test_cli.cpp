@@ -634,9 +634,17 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_GT(d.matrix_macs_per_cycle, 0);
   EXPECT_GT(d.matrix_dense_penalty, 0);
   EXPECT_EQ(d.clock_ghz, 1.0);
+  ASSERT_TRUE(d.has_bf16_matrix);  // the bf16 unit in use and its packing
+  EXPECT_GT(d.bf16_macs_per_cycle, 0);
+  EXPECT_GT(d.bf16_pack_bytes_per_cycle, 0);
+  EXPECT_GE(d.bf16_pack_fixed_cycles, 0);
+  EXPECT_GT(d.bf16_dense_penalty, 0);
+  EXPECT_NE(log.find("bf16 update gemm"), std::string::npos) << log;
   ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;
+  ASSERT_EQ(run_cli("plan --device host --precision bf16", &log), 0) << log;  // planned on the measured unit
+  EXPECT_NE(log.find("precision: bf16; packing planned"), std::string::npos) << log;
   ::setenv("HANPU_HOST_DEVICE", temp("no-such-file.json").c_str(), 1);  // absent: the shipped default
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("devices/host.json"), std::string::npos) << log;

@@ -347,6 +347,15 @@ TEST(PlanDevice, MalformedDescriptionsNameTheField) {
             "x.json: sim.barrier_us.value: expected >= 0");
   EXPECT_EQ(error_of([](nlohmann::json& j) { j["sim"]["l0c_to_ub_via_vector"]["value"] = 1; }),
             "x.json: sim.l0c_to_ub_via_vector.value: expected true or false");
+  // The optional bf16 unit's section is checked as thoroughly once present.
+  EXPECT_EQ(error_of([](nlohmann::json& j) { j["bf16_matrix"] = {{"macs_per_cycle", {{"value", 8}, {"source", "s"}}}}; }),
+            "x.json: bf16_matrix.pack_bytes_per_cycle: missing");
+  EXPECT_EQ(error_of([](nlohmann::json& j) {
+              j["bf16_matrix"] = {{"macs_per_cycle", {{"value", 8}, {"source", "s"}}},
+                                  {"pack_bytes_per_cycle", {{"value", 8}, {"source", "s"}}},
+                                  {"pack_fixed_cycles", {{"value", -1}, {"source", "s"}}}};
+            }),
+            "x.json: bf16_matrix.pack_fixed_cycles.value: expected >= 0");
   Device d;
   EXPECT_NE(parse_device("{", "x.json", &d).message().find("not JSON"), std::string::npos);
   EXPECT_NE(load_device("no-such-device", &d).message().find("shipped: ascend-310b"), std::string::npos);

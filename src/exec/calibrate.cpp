@@ -111,6 +111,18 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   const double pbytes = static_cast<double>(K * V * 4);
   const double pslope = std::max(1e-6, (t_bpack - t_bpack_half) / (pbytes / 2));
   const double pfixed = std::max(0.0, t_bpack - pslope * pbytes);
+  // The update's two forms in bf16: Kd [C, K] read transposed in place (converted on the way, V' packed in
+  // the call) against the [K, C] panel times V' packed (the panel itself is the layout transform above).
+  const double t_tn16 = median_ns(opt.reps, [&] { ks.gemm_tn_bf16(K, V, C, a.data(), K, b.data(), V, false, c.data(), V); });
+  Bf16Operand vn;
+  ks.pack_bf16(C, V, b.data(), V, &vn);
+  const double t_panel16 = median_ns(opt.reps, [&] { ks.gemm_packed_bf16(K, V, C, panel.data(), C, vn, false, c.data(), V); });
+  const double t_pack_vn = median_ns(opt.reps, [&] { ks.pack_bf16(C, V, b.data(), V, &vn); });
+  const double bf16_penalty = std::max(1e-3, t_tn16 / (t_panel16 + t_pack_vn));
+  std::snprintf(line, sizeof line,
+                "bf16 update gemm %lldx%lldx%lld: transposed in place %.0f ns, panel with V' packed %.0f + %.0f ns",
+                (long long)K, (long long)V, (long long)C, t_tn16, t_panel16, t_pack_vn);
+  progress(line);
   std::snprintf(line, sizeof line,
                 "bf16 gemm %lldx%lldx%lld on a packed operand (%s): %.0f ns, %.1f MACs/ns; pack %lldx%lld: %.0f ns "
                 "(%.0f ns at half size)",
@@ -130,6 +142,8 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   j["bf16_matrix"]["macs_per_cycle"] = measured(bf16_macs_per_ns, unit + "bf16 GEMM on a chunk's C x V x K, B packed");
   j["bf16_matrix"]["pack_bytes_per_cycle"] = measured(1.0 / pslope, unit + "packing a K x V fp32 operand (slope)");
   j["bf16_matrix"]["pack_fixed_cycles"] = measured(pfixed, unit + "packing a K x V fp32 operand (intercept)");
+  j["bf16_matrix"]["dense_penalty"] =
+      measured(bf16_penalty, unit + "update GEMM with its operand transposed in place / on a panel with V' packed");
   Device check;
   const std::string text = j.dump(2) + "\n";
   HANPU_RETURN_IF_ERROR(parse_device(text, "calibrated host", &check));

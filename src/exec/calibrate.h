@@ -8,7 +8,9 @@
 // - layout.transform_*: packing a [C, K] block into a [K, C] panel, per byte (the cost model charges
 //   2 x bytes / rate: one read and one write) and its fixed cost (the intercept of two sizes);
 // - bf16_matrix: the active kernel set's bf16 GEMM on a chunk's shape with its right operand packed (MACs
-//   per ns), and its packing of a [K, V] fp32 operand per fp32 byte and fixed (plan/packing.h).
+//   per ns), its packing of a [K, V] fp32 operand per fp32 byte and fixed, and its dense_penalty: the
+//   update GEMM reading its operand transposed in place over the same GEMM on a panel with V' packed
+//   (plan/packing.h).
 // Every value is the median of repeated timings after a warm-up, and records that in its source.
 #pragma once
 

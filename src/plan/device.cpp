@@ -219,6 +219,7 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     d.bf16_pack_bytes_per_cycle = bx.sourced_number("pack_bytes_per_cycle");
     d.bf16_pack_fixed_cycles = bx.sourced_number("pack_fixed_cycles", false);
     if (r.ok() && d.bf16_pack_fixed_cycles < 0) r.fail("bf16_matrix.pack_fixed_cycles.value", "expected >= 0");
+    if (r.ok() && bx.raw().contains("dense_penalty")) d.bf16_dense_penalty = bx.sourced_number("dense_penalty");
   }
   if (r.ok() && j.contains("buffers")) {
     const JsonReader bx = r.child("buffers");

@@ -68,8 +68,10 @@ struct Device {
   // the cost of packing an fp32 operand into the unit's operand layout (pairs of bf16 along the reduction
   // dimension, 16 columns a row: the VDPBF16PS register layout and AMX's B tile layout), per fp32 source
   // byte and fixed. Absent: the fp32 matrix rate and the layout transform's costs stand in.
+  // dense_penalty (optional, default 1): the cost factor of a bf16 GEMM reading a transposed left operand in
+  // place (converted on the way) over the same GEMM on a panel of it.
   bool has_bf16_matrix = false;
-  double bf16_macs_per_cycle = 0, bf16_pack_bytes_per_cycle = 0, bf16_pack_fixed_cycles = 0;
+  double bf16_macs_per_cycle = 0, bf16_pack_bytes_per_cycle = 0, bf16_pack_fixed_cycles = 0, bf16_dense_penalty = 1;
   // Data movers that convert between dense and blocked while they move (optional flags in "layout"): a
   // global-memory load into the matrix unit's memory (Ascend's Nd2Nz DataCopy), the move of a matrix
   // result out of its result memory (310P's vector relay), a store to global memory (Nz2Nd). Where one

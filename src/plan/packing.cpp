@@ -83,10 +83,10 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   // GDN's update reads diag(e^{G_last - G} fk) V', made in the step: packed in the call in either layout.
   const bool fresh_b = kind_ == Kind::kGdn && o.code == OpCode::kKtV;
   if (l == Layout::kDense || fresh_b) cost += pack_cycles(b_bytes(o));
-  if (l == Layout::kBlocked && o.trans_a) {  // the fp32 [k, m] panel of the transposed A first
-    cost += d_.transform_fixed_cycles + 2 * a_bytes(o) / d_.transform_bytes_per_cycle;
-  }
-  return cost;
+  if (!o.trans_a) return cost;
+  // A transposed A: read in place (the measured penalty of that form), or the fp32 [k, m] panel first.
+  if (l == Layout::kDense) return cost * (d_.has_bf16_matrix ? d_.bf16_dense_penalty : d_.matrix_dense_penalty);
+  return cost + d_.transform_fixed_cycles + 2 * a_bytes(o) / d_.transform_bytes_per_cycle;
 }
 
 double Bf16CostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {

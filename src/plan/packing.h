@@ -10,7 +10,8 @@
 //   - a GEMM in the blocked layout reads B from a packed copy: the copy is a transform of B, made once
 //     and shared by every later blocked reader (so blocked readers of one operand keep it packed across
 //     steps); op cost = MACs / rate + conversion of A (+ the fp32 panel of a transposed A: the engine's
-//     only form of a product with a packed right operand and a transposed left one);
+//     only form of a product with a packed right operand and a transposed left one; read in place, dense,
+//     a transposed A costs the measured bf16_matrix.dense_penalty times the product);
 //   - a packed copy is bf16 and read-only: it is never unpacked (blocked -> dense is infinite), results
 //     and the state stay fp32 rows.
 // The engine's row-blocked products (the score products and the lower-triangular ones, kTrilBlock rows a
