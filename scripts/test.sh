@@ -12,7 +12,7 @@ case "${1:-}" in
   --sanitize) ctest --test-dir build-asan --output-on-failure -j 2 ;;
   --tsan)
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|FuseCore|PlanExec|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
+      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|FuseCore|PlanExec|Packing|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
   *)
     ctest --test-dir build --output-on-failure -j 2
     scripts/test-python.sh ;;
