@@ -371,10 +371,13 @@ class StageSink : public sim::ChunkSink {
   const Task& t_;
 };
 
-// The planner's plan of a chunk for the device (default passes, C = 64, K = V = 128) and the task's
-// region: the plan's peak in the vector memory, refused beyond `region`.
-Status chunk_plan(Kind kind, const plan::Device& d, int64_t region, plan::Plan* pl, Task* t) {
-  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, plan::PlanOptions{}, pl));
+// The planner's plan of a chunk for the device (default passes, C = 64, K = V = 128; with bf16, the packing
+// plan of the bf16 precision mode) and the task's region: the plan's peak in the vector memory, refused
+// beyond `region`.
+Status chunk_plan(Kind kind, const plan::Device& d, int64_t region, bool bf16, plan::Plan* pl, Task* t) {
+  plan::PlanOptions po;
+  po.bf16 = bf16;
+  HANPU_RETURN_IF_ERROR(plan::make_plan(kind, d, po, pl));
   const auto peak = pl->lifetimes.peak_bytes.find(d.vector_mem);
   t->on_chip_bytes = peak == pl->lifetimes.peak_bytes.end() ? 0 : peak->second;
   if (t->on_chip_bytes > region) {
@@ -391,7 +394,7 @@ Status chunk_plan(Kind kind, const plan::Device& d, int64_t region, plan::Plan* 
 Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t region, Task* t) {
   if (!d.has_sim) return InvalidArgument("gdn and kda tasks need the device's \"sim\" section");
   plan::Plan pl;
-  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, &pl, t));
+  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, false, &pl, t));
   HANPU_RETURN_IF_ERROR(check_size(static_cast<double>(chunks) * 4 * static_cast<double>(pl.graph.ops.size()), 0, false));
   std::unique_ptr<sim::ChunkLowering> low;
   HANPU_RETURN_IF_ERROR(sim::make_lowering(pl, d, &low));
@@ -430,7 +433,7 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   const int64_t T = chunks * kC, w = kind == Kind::kKda ? kDim : 1;
   HANPU_RETURN_IF_ERROR(check_size(2.0 * static_cast<double>(chunks), 4.0 * static_cast<double>(T * kDim), true));
   plan::Plan pl;
-  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, &pl, t));
+  HANPU_RETURN_IF_ERROR(chunk_plan(kind, d, region, true, &pl, t));  // the steps run in bf16 precision
   auto g = std::make_shared<ChunkData>();
   HANPU_RETURN_IF_ERROR(compile_chunk_program(pl.graph, pl.layouts.op_layout, pl.opt, &g->prog));
   g->q = task_inputs(T * kDim, 4);
