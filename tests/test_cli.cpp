@@ -165,6 +165,8 @@ TEST(Cli, BenchAblationInBf16ComparesThePackingChoices) {
   ASSERT_EQ(run_cli("plan --device host --precision bf16 --packing never-keep", &log), 0) << log;
   EXPECT_NE(log.find("precision: bf16; packing never-keep"), std::string::npos) << log;
   EXPECT_EQ(run_cli("plan --device host --precision bf16 --packing sometimes", &log), 2) << log;
+  EXPECT_EQ(run_cli("plan --device hexagon-v75 --precision bf16", &log), 2) << log;
+  EXPECT_NE(log.find("requires blocked matrix operands"), std::string::npos) << log;
 }
 
 TEST(Cli, PrecisionModesThroughBenchAndVerify) {

@@ -121,6 +121,18 @@ TEST(Packing, ThePlanKeepsTheOperandsSeveralProductsRead) {
   }
 }
 
+TEST(Packing, NpuDevicesAreRefusedInBf16) {
+  for (const char* dev : {"ascend-310p", "hexagon-v75"}) {
+    plan::Device d;
+    ASSERT_TRUE(plan::load_device(dev, &d).ok());
+    plan::PlanOptions po;
+    po.bf16 = true;
+    plan::Plan pl;
+    const Status st = plan::make_plan(Kind::kGdn, d, po, &pl);
+    EXPECT_NE(st.message().find("requires blocked matrix operands"), std::string::npos) << dev << ": " << st.ToString();
+  }
+}
+
 TEST(Packing, BfSixteenPlansRoundTripThroughJson) {
   const plan::Device d = host();
   for (Packing p : {Packing::kPlanned, Packing::kNeverKeep, Packing::kPackAlways}) {

@@ -86,7 +86,14 @@ Status make_plan(Kind kind, const Device& d, const PlanOptions& opt, Plan* out) 
   p.graph = build_chunk_graph(kind, opt.C, opt.K, opt.V, go);
   HANPU_RETURN_IF_ERROR(check_chunk_graph(p.graph));
   p.fla_order_macs = fla_order_macs(kind, opt);
+  if (opt.bf16 && d.matrix_requires_blocked) {
+    return InvalidArgument("precision bf16 plans a CPU's bf16 unit (plan/packing.h); device '" + d.name +
+                           "' requires blocked matrix operands (an NPU: plan it in exact precision)");
+  }
   p.layouts = chunk_layouts(p.graph, d, opt);
+  if (!std::isfinite(p.layouts.cost)) {
+    return InvalidArgument("no layout of the chunk's steps is allowed on device '" + d.name + "'");
+  }
   p.lifetimes = analyse_lifetimes(p.graph, d);
   *out = std::move(p);
   return Status::Ok();
