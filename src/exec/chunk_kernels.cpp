@@ -229,21 +229,32 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
   }
 }
 
+const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx) {
+  if (!valid) {
+    simd::pack_bf16(Kd, N, X, ldx, &packed);
+    valid = true;
+  }
+  return packed;
+}
+
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt, bool repack, KeptOperand* kept) {
   // bf16: X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L):
   // the pairs of rows [0, r1) are the same words whether L or r1 rows were packed.
   thread_local Bf16Operand own;
-  Bf16Operand& packed = kept && !repack ? kept->packed : own;
-  if (cnt.bf16 && !repack && !(kept && kept->valid)) {
-    simd::pack_bf16(L, N, X, ldx, &packed);
-    if (kept) kept->valid = true;
+  const Bf16Operand* packed = &own;
+  if (cnt.bf16 && !repack) {
+    if (kept) {
+      packed = &kept->of(L, N, X, ldx);
+    } else {
+      simd::pack_bf16(L, N, X, ldx, &own);
+    }
   }
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
     if (cnt.bf16) {
-      if (repack) simd::pack_bf16(r1, N, X, ldx, &packed);
-      gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, packed, accumulate, C + r0 * ldc, ldc, cnt);
+      if (repack) simd::pack_bf16(r1, N, X, ldx, &own);
+      gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *packed, accumulate, C + r0 * ldc, ldc, cnt);
     } else {
       gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
     }

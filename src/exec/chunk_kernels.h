@@ -112,6 +112,8 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
 struct KeptOperand {
   Bf16Operand packed;
   bool valid = false;
+  // X [Kd, N] (row stride ldx) packed, by this call unless an earlier one did.
+  const Bf16Operand& of(int64_t Kd, int64_t N, const float* X, int64_t ldx);
 };
 
 // Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only

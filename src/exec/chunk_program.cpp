@@ -78,10 +78,9 @@ Status compile_chunk_program(const plan::Graph& g, const std::vector<plan::Layou
     std::map<plan::Value, int> blocked_readers;  // of each right operand
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
       const plan::OpNode& o = g.ops[i];
-      // GDN's update reads diag(e^{G_last - G} fk) V', made in the step, never V''s packed copy.
-      if (o.kind != plan::OpKind::kGemm || op_layout[i] != plan::Layout::kBlocked) continue;
-      if (g.kind == Kind::kGdn && o.code == OpCode::kKtV) continue;
-      ++blocked_readers[g.tensors[o.inputs[1]].value];
+      if (op_layout[i] == plan::Layout::kBlocked && plan::shares_right_operand(g.kind, o)) {
+        ++blocked_readers[g.tensors[o.inputs[1]].value];
+      }
     }
     p.keep_state = blocked_readers[plan::Value::kS] >= 2;
     p.keep_keys = blocked_readers[plan::Value::kK] >= 2;

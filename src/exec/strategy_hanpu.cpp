@@ -231,12 +231,8 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place; a kept V' is
         // packed here when the update reads it first
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
-        if (vn_kept && !vn_kept->valid) {
-          simd::pack_bf16(L, Vc, ws.Vn.data(), Vc, &vn_kept->packed);
-          vn_kept->valid = true;
-        }
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
-                     dst, cnt, vn_kept ? &vn_kept->packed : nullptr);
+                     dst, cnt, vn_kept ? &vn_kept->of(L, Vc, ws.Vn.data(), Vc) : nullptr);
         break;
       default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }

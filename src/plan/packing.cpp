@@ -44,8 +44,21 @@ bool parse_packing(const std::string& name, Packing* out) {
   return false;
 }
 
+bool packs_right_operand(Kind kind, const OpNode& o) {
+  if (o.kind != OpKind::kGemm) return false;
+  return !(kind == Kind::kKda && (o.code == OpCode::kKKt || o.code == OpCode::kQKt));
+}
+
+bool shares_right_operand(Kind kind, const OpNode& o) {
+  return packs_right_operand(kind, o) && !(kind == Kind::kGdn && o.code == OpCode::kKtV);
+}
+
 Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
-    : d_(d), fp32_(d), kind_(kind), row_block_(row_block) {}
+    : d_(d), fp32_(d), kind_(kind), row_block_(row_block),
+      macs_per_cycle_(d.has_bf16_matrix ? d.bf16_macs_per_cycle : d.matrix_macs_per_cycle),
+      pack_bytes_per_cycle_(d.has_bf16_matrix ? d.bf16_pack_bytes_per_cycle : d.transform_bytes_per_cycle / 2),
+      pack_fixed_cycles_(d.has_bf16_matrix ? d.bf16_pack_fixed_cycles : d.transform_fixed_cycles),
+      dense_penalty_(d.has_bf16_matrix ? d.bf16_dense_penalty : d.matrix_dense_penalty) {}
 
 bool Bf16CostModel::row_blocked(const OpNode& o) const {
   switch (o.code) {
@@ -56,15 +69,7 @@ bool Bf16CostModel::row_blocked(const OpNode& o) const {
   }
 }
 
-bool Bf16CostModel::packs(const OpNode& o) const {
-  if (o.kind != OpKind::kGemm) return false;
-  return !(kind_ == Kind::kKda && (o.code == OpCode::kKKt || o.code == OpCode::kQKt));
-}
-
-double Bf16CostModel::pack_cycles(double bytes) const {
-  const double rate = d_.has_bf16_matrix ? d_.bf16_pack_bytes_per_cycle : d_.transform_bytes_per_cycle / 2;
-  return (d_.has_bf16_matrix ? d_.bf16_pack_fixed_cycles : d_.transform_fixed_cycles) + bytes / rate;
-}
+double Bf16CostModel::pack_cycles(double bytes) const { return pack_fixed_cycles_ + bytes / pack_bytes_per_cycle_; }
 
 bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
   return l == Layout::kDense || packs(g.ops[op]);
@@ -74,18 +79,16 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   const OpNode& o = g.ops[op];
   if (!allowed(g, op, l)) return kInf;
   if (!packs(o)) return fp32_.op_cost(g, op, l);
-  const double rate = d_.has_bf16_matrix ? d_.bf16_macs_per_cycle : d_.matrix_macs_per_cycle;
   // The unit's columns come in 16s and its reduction in pairs.
   const double n = std::ceil(static_cast<double>(o.n) / 16) * 16, k = std::ceil(static_cast<double>(o.k) / 2) * 2;
   double macs = static_cast<double>(o.m) * n * k;
   if (row_blocked(o)) macs *= triangle_share(g.C, row_block_);
-  double cost = macs / rate + pack_cycles(a_bytes(o));  // A converted on the way in, in either layout
-  // GDN's update reads diag(e^{G_last - G} fk) V', made in the step: packed in the call in either layout.
-  const bool fresh_b = kind_ == Kind::kGdn && o.code == OpCode::kKtV;
-  if (l == Layout::kDense || fresh_b) cost += pack_cycles(b_bytes(o));
+  double cost = macs / macs_per_cycle_ + pack_cycles(a_bytes(o));  // A converted on the way in, either layout
+  // Dense, or a right operand made in the step (GDN's update): packed in the call.
+  if (l == Layout::kDense || !shares_right_operand(kind_, o)) cost += pack_cycles(b_bytes(o));
   if (!o.trans_a) return cost;
   // A transposed A: read in place (the measured penalty of that form), or the fp32 [k, m] panel first.
-  if (l == Layout::kDense) return cost * (d_.has_bf16_matrix ? d_.bf16_dense_penalty : d_.matrix_dense_penalty);
+  if (l == Layout::kDense) return cost * dense_penalty_;
   return cost + d_.transform_fixed_cycles + 2 * a_bytes(o) / d_.transform_bytes_per_cycle;
 }
 
@@ -98,8 +101,7 @@ double Bf16CostModel::transform_cost(const Graph& g, int t, Layout from, Layout 
 bool Bf16CostModel::reads_in_layout(const Graph& g, int op, int t) const {
   const OpNode& o = g.ops[op];
   if (!packs(o)) return true;
-  if (kind_ == Kind::kGdn && o.code == OpCode::kKtV) return false;
-  return t == o.inputs[1];
+  return shares_right_operand(kind_, o) && t == o.inputs[1];
 }
 
 LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p) {
@@ -108,7 +110,7 @@ LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p) {
   if (p == Packing::kPackAlways) {
     // Each row block b packs the (b + 1) blocks it reads instead of the product packing its operand once.
     for (const OpNode& o : g.ops) {
-      if (o.kind != OpKind::kGemm || !cm.row_blocked(o) || !cm.packs(o)) continue;
+      if (!cm.row_blocked(o) || !cm.packs(o)) continue;
       const int64_t nb = blocks(g.C, cm.row_block());
       const double whole = b_bytes(o);
       double blocked = 0;

@@ -36,6 +36,13 @@ enum class Packing { kPlanned, kNeverKeep, kPackAlways };
 const char* packing_name(Packing p);  // "planned", "never-keep", "pack-always"
 bool parse_packing(const std::string& name, Packing* out);
 
+// Whether the engine's bf16 GEMM `o` packs its right operand (inputs[1]) at all (KDA's scores are an fp32
+// vector split), and whether it reads it from a packed copy other products may share (GDN's update reads
+// diag(e^{G_last - G} fk) V', made in the step, never V''s copy). The cost model and the engine's chunk
+// program (which operands it keeps) both ask these.
+bool packs_right_operand(Kind kind, const OpNode& o);
+bool shares_right_operand(Kind kind, const OpNode& o);
+
 class Bf16CostModel : public CostModel {
  public:
   // `row_block`: the engine's row block of the row-blocked products.
@@ -50,8 +57,7 @@ class Bf16CostModel : public CostModel {
   double pack_cycles(double fp32_bytes) const;
   // Whether the engine runs op in row blocks up to the diagonal.
   bool row_blocked(const OpNode& o) const;
-  // Whether op is a bf16 GEMM reading a packed right operand (KDA's scores are not: an fp32 vector split).
-  bool packs(const OpNode& o) const;
+  bool packs(const OpNode& o) const { return packs_right_operand(kind_, o); }
   int64_t row_block() const { return row_block_; }
 
  private:
@@ -59,6 +65,8 @@ class Bf16CostModel : public CostModel {
   DeviceCostModel fp32_;  // vector steps, the inverse, KDA's exact scores
   Kind kind_;
   int64_t row_block_;
+  // The bf16 unit's figures, or without a bf16_matrix section the fp32 unit's and the layout transform's.
+  double macs_per_cycle_, pack_bytes_per_cycle_, pack_fixed_cycles_, dense_penalty_;
 };
 
 // The plan of a packing choice: planned = the layout DP; the fixed choices with their estimated cost.
