@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include "cli_target.h"
 #include "targets.h"
@@ -37,6 +39,45 @@ TEST(FuzzRegressions, EverySeedAndFoundInputReturnsAStatus) {
     }
   }
   EXPECT_GE(replayed, 28);  // the shipped seeds at least
+}
+
+// The argument fuzzer mutates with tests/fuzz/cli.dict; a word missing there is a part of the command line
+// the fuzzer reaches only by chance. Every subcommand, long option and choice of an enumerated option
+// (CLI11's "{a,b,c}" validator text) must be in it; the failure prints the lines to add.
+TEST(FuzzRegressions, CliDictionaryNamesEverySubcommandOptionAndChoice) {
+  std::set<std::string> dict;
+  std::ifstream f(std::filesystem::path(HANPU_FUZZ_DIR) / "cli.dict");
+  for (std::string line; std::getline(f, line);) {
+    const std::size_t a = line.find('"'), b = line.rfind('"');
+    if (line.empty() || line[0] == '#' || a == std::string::npos || b <= a) continue;
+    dict.insert(line.substr(a + 1, b - a - 1));
+  }
+  ASSERT_GT(dict.size(), 10u) << "cannot read " << HANPU_FUZZ_DIR << "/cli.dict";
+  std::set<std::string> missing;
+  const auto want = [&](const std::string& word) {
+    if (!dict.count(word)) missing.insert(word);
+  };
+  const auto options_of = [&](const CLI::App& app) {
+    for (const CLI::Option* o : app.get_options()) {
+      for (const std::string& name : o->get_lnames()) want("--" + name);
+      const std::string type = o->get_type_name();
+      const std::size_t open = type.find('{'), close = type.find('}', open);
+      if (open == std::string::npos || close == std::string::npos) continue;
+      std::stringstream choices(type.substr(open + 1, close - open - 1));
+      for (std::string c; std::getline(choices, c, ',');) want(c);
+    }
+  };
+  cli::CommandLine cl;
+  options_of(cl.app());
+  const auto subcommands = cl.app().get_subcommands([](const CLI::App*) { return true; });
+  EXPECT_GE(subcommands.size(), 8u);
+  for (const CLI::App* sub : subcommands) {
+    want(sub->get_name());
+    options_of(*sub);
+  }
+  std::string lines;
+  for (const std::string& w : missing) lines += "\"" + w + "\"\n";
+  EXPECT_TRUE(missing.empty()) << missing.size() << " words missing from tests/fuzz/cli.dict; add:\n" << lines;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ class CommandLine {
   int exit(const CLI::ParseError& e) { return app_.exit(e) == 0 ? 0 : 2; }
   // Runs the parsed subcommand: 0 success, 1 verification failure, 2 bad input.
   int run() const;
+  // The app itself, for what inspects the command line's surface (the fuzz dictionary's test).
+  const CLI::App& app() const { return app_; }
 
  private:
   CLI::App app_;
