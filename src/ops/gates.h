@@ -44,11 +44,22 @@ inline R l2norm_factor(const R* x, int64_t n) {
   return static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
 }
 
+// x[i] <- x[i] * f for i < n. The fp32 paths multiply through the kernel set's SIMD (the same products as
+// the scalar loop, which the portable build would compile to 4-wide SSE2): measured, the l2norm of a GDN
+// chunk's q and k rows was a third of its load step in scalar form.
+template <typename R>
+inline void scale_inplace(R* x, int64_t n, R f) {
+  if constexpr (sizeof(R) == 4) {
+    simd::scale_rows(1, n, x, n, &f, 0, nullptr, x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] *= f;
+  }
+}
+
 // x <- x * l2norm_factor(x).
 template <typename R>
 inline void l2norm_inplace(R* x, int64_t n) {
-  const R r = l2norm_factor(x, n);
-  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+  scale_inplace(x, n, l2norm_factor(x, n));
 }
 
 }  // namespace hanpu

@@ -47,8 +47,7 @@ class RowLoader {
   // The in-kernel preprocessing of a raw q / k row (for callers that load rows themselves).
   void finish_q(R* row) const {
     if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
-    const R s = static_cast<R>(p_.scale);
-    for (int64_t d = 0; d < p_.K; ++d) row[d] *= s;
+    scale_inplace(row, p_.K, static_cast<R>(p_.scale));
   }
   void finish_k(R* row) const {
     if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
