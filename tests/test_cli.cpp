@@ -185,7 +185,13 @@ TEST(Cli, PrecisionModesThroughBenchAndVerify) {
     EXPECT_GT(r["rel_rms_o"].get<double>(), r["bf16_floor_o"].get<double>());  // bf16 operands cost accuracy
     EXPECT_LT(r["rel_rms_o"].get<double>(), 1e-2);
     EXPECT_EQ(r.contains("breakdown_ms"), r["strategy"] == "hanpu") << r.dump();
+    // Beside the measured parts, the planner's estimate of a step by the same parts.
+    EXPECT_EQ(r.contains("breakdown_estimate_step_us"), r["strategy"] == "hanpu") << r.dump();
+    if (r["strategy"] != "hanpu") continue;
+    EXPECT_EQ(r["breakdown_estimate_step_us"].size(), r["breakdown_ms"].size());
+    EXPECT_GT(r["breakdown_estimate_step_us"]["gemm"].get<double>(), 0);
   }
+  EXPECT_NE(log.find("the planner's estimate (host description), per step (us): load"), std::string::npos) << log;
   ASSERT_EQ(run_cli("bench --heads 2 --tokens 130 --threads 2 --strategies hanpu --reps 1 --dtype bf16 "
                     "--precision exact --json " + json, &log), 0) << log;
   std::ifstream g(json);

@@ -131,6 +131,30 @@ TEST(Engine, BreakdownTimesEveryChunkStepAndChangesNoResult) {
   EXPECT_GT(timed.breakdown_ms[3].second, 0);
 }
 
+// The planner's estimate beside the breakdown (hanpu bench --breakdown) files each chunk-graph operator
+// under the part the engine times it in: matrix work never under the vector passes or the load, the gate
+// cumsum with the load, O with the store; every part of every graph's operators is one of the six.
+TEST(Engine, EveryChunkOperatorFallsInThePartTheEngineTimesItIn) {
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (bool gemm_first : {false, true}) {
+      plan::GraphOptions go;
+      go.gemm_first = gemm_first;
+      const plan::Graph g = plan::build_chunk_graph(kind, 64, 128, 128, go);
+      for (const plan::OpNode& op : g.ops) {
+        const Part part = part_of(op.code);
+        ASSERT_LT(static_cast<int>(part), static_cast<int>(Part::kCount)) << op.name;
+        if (op.engine == plan::Engine::kMatrix) {
+          EXPECT_TRUE(part == Part::kScores || part == Part::kInverse || part == Part::kGemm) << op.name;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(part_of(plan::OpCode::kCumsum), Part::kLoad);
+  EXPECT_EQ(part_of(plan::OpCode::kSolve), Part::kInverse);
+  EXPECT_EQ(part_of(plan::OpCode::kO), Part::kStore);
+  EXPECT_EQ(part_of(plan::OpCode::kUpdate), Part::kGemm);  // S' runs fused into the update's GEMM
+}
+
 // In both precision modes (the bf16 GEMMs keep one accumulation chain per output column as well).
 TEST(Engine, HanpuIsBitIdenticalForOneToEightThreads) {
   // (N sequences, HV heads, V): 5 heads on 3 threads and 1 head on 2 threads exercise the tail split;

@@ -2,6 +2,7 @@
 // device descriptions and plan JSON.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -291,6 +292,34 @@ TEST(PlanDevice, EveryShippedDeviceLoads) {
     const Device d = shipped(n);
     EXPECT_EQ(d.name, n);
     EXPECT_NE(d.memory(d.state_mem), nullptr);
+  }
+}
+
+// plan::op_cycles spreads the chunk's cost over its operators (transforms with the operator before which
+// they are made, the chunk-end ones with the last): the parts sum to the plan's cost on every shipped
+// device, in exact and bf16 precision (the CPU's), for DP and fixed layouts.
+TEST(PlanLayout, OperatorCyclesSumToThePlansCost) {
+  for (const std::string& name : shipped_devices()) {
+    const Device d = shipped(name);
+    for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+      for (int mode = 0; mode < 4; ++mode) {
+        PlanOptions po;
+        po.layout_plan = mode != 1;
+        po.bf16 = mode >= 2;
+        po.packing = mode == 3 ? Packing::kNeverKeep : Packing::kPlanned;
+        if (po.bf16 && d.matrix_requires_blocked) continue;  // refused (an NPU)
+        Plan p;
+        ASSERT_TRUE(make_plan(kind, d, po, &p).ok()) << name << " mode " << mode;
+        const std::vector<double> c = op_cycles(p, d);
+        ASSERT_EQ(c.size(), p.graph.ops.size());
+        double sum = 0;
+        for (double x : c) {
+          EXPECT_TRUE(std::isfinite(x) && x >= 0) << name << " " << x;
+          sum += x;
+        }
+        EXPECT_NEAR(sum, p.layouts.cost, 1e-9 * p.layouts.cost) << name << " " << kind_name(kind) << " mode " << mode;
+      }
+    }
   }
 }
 

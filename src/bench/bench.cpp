@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strided.h"
+#include "exec/chunk_kernels.h"
 #include "exec/thread_pool.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
@@ -204,6 +205,37 @@ Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T
   return Status::Ok();
 }
 
+// The planner's estimate of one (chunk, head) step of a hanpu run by breakdown part: the chunk plan the
+// engine ran (--plan's, or the host plan of the call's shape, precision and packing), each operator's cost
+// in the part the engine times it in (exec/chunk_kernels.h part_of).
+Status model_breakdown(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, BenchRecord* rec) {
+  plan::Device host;
+  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
+  plan::Plan pl;
+  if (cfg.plan) {
+    if (cfg.plan->device != host.name) return Status::Ok();  // planned for another device's costs
+    pl = *cfg.plan;
+  } else {
+    plan::PlanOptions po;
+    po.C = C;
+    po.K = cfg.K;
+    po.V = cfg.V;
+    po.bf16 = bf16;
+    po.packing = packing;
+    HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, &pl));
+  }
+  const std::vector<double> cycles = plan::op_cycles(pl, host);
+  std::vector<double> us(static_cast<int>(Part::kCount), 0.0);
+  for (std::size_t i = 0; i < cycles.size(); ++i) {
+    us[static_cast<int>(part_of(pl.graph.ops[i].code))] += cycles[i] / (pl.clock_ghz * 1e3);
+  }
+  rec->model_breakdown_us.clear();
+  for (int part = 0; part < static_cast<int>(Part::kCount); ++part) {
+    rec->model_breakdown_us.emplace_back(part_name(static_cast<Part>(part)), us[part]);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
@@ -337,6 +369,11 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
         HANPU_RETURN_IF_ERROR(engine_forward(in, opt, timed, outs, &ts));
         rec.breakdown_ms = ts.breakdown_ms;
         rec.chunk_steps = ts.chunk_steps;
+        // The model's step is a whole head's chunk: only where no head was split into column slices.
+        const bool whole_heads = ts.chunk_steps == (T + opt.chunk_size - 1) / opt.chunk_size * cfg.HV;
+        if (whole_heads && !(cfg.ablation && !bf16)) {
+          HANPU_RETURN_IF_ERROR(model_breakdown(cfg, ec.packing, bf16, opt.chunk_size, &rec));
+        }
       }
       rec.kind = kind_name(cfg.kind);
       rec.preset = cfg.preset;
@@ -417,6 +454,17 @@ std::string format_bench_table(const BenchReport& rep) {
       s += line;
     }
     s += "\n";
+    if (r.model_breakdown_us.empty()) continue;
+    double model = 0;
+    for (const auto& [part, us] : r.model_breakdown_us) model += us;
+    s += "  the planner's estimate (host description), per step (us):";
+    for (const auto& [part, us] : r.model_breakdown_us) {
+      std::snprintf(line, sizeof line, " %s %.2f", part.c_str(), us);
+      s += line;
+    }
+    std::snprintf(line, sizeof line, "; total %.2f, measured / estimate %.2f\n", model,
+                  1e3 * total / r.chunk_steps / model);
+    s += line;
   }
   return s;
 }
@@ -450,6 +498,11 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
       for (const auto& [part, ms] : r.breakdown_ms) b[part] = ms;
       j["records"].back()["breakdown_ms"] = b;
       j["records"].back()["chunk_steps"] = r.chunk_steps;
+    }
+    if (!r.model_breakdown_us.empty()) {
+      nlohmann::json b;
+      for (const auto& [part, us] : r.model_breakdown_us) b[part] = us;
+      j["records"].back()["breakdown_estimate_step_us"] = b;
     }
   }
   return j.dump(2) + "\n";

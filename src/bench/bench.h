@@ -75,6 +75,10 @@ struct BenchRecord {
   // from one extra run (RunStats::breakdown_ms), and the (chunk, head slice) steps it ran.
   std::vector<std::pair<std::string, double>> breakdown_ms;
   int64_t chunk_steps = 0;
+  // Beside it, the planner's estimate of one step by the same parts (us): the host chunk plan of the run
+  // (plan::op_cycles, each operator in its part); empty where the run's plan is not that (the exact
+  // ablation's earlier steps, column-sliced heads, a --plan for another device).
+  std::vector<std::pair<std::string, double>> model_breakdown_us;
 };
 
 struct BenchReport {

@@ -152,9 +152,9 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
       rows.finish_k(k.data() + i * K);
     }
     if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
-    rows.gate(s.batch, t, hv, graw.data() + i * w);
-    beta[i] = rows.beta(s.batch, t, hv);
   }
+  rows.gates(s.batch, c.t0, L, hv, graw.data());
+  rows.betas(s.batch, c.t0, L, hv, beta.data());
   gate_cumsum(L, w, graw.data(), G.data());
   // Exponents are differences taken in double, then rounded to float for the vector exp: all <= 0 for
   // non-positive gates (exp(G), exp(G_last - G)).
@@ -178,6 +178,23 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
 const char* part_name(Part p) {
   static const char* const names[] = {"load", "scores", "inverse", "gemm", "vector", "store"};
   return names[static_cast<int>(p)];
+}
+
+Part part_of(plan::OpCode op) {
+  switch (op) {
+    case plan::OpCode::kCumsum: case plan::OpCode::kExpG: case plan::OpCode::kExpGl: case plan::OpCode::kExpGlast:
+      return Part::kLoad;
+    case plan::OpCode::kKp: case plan::OpCode::kKn: case plan::OpCode::kQp: case plan::OpCode::kMask:
+    case plan::OpCode::kKKt: case plan::OpCode::kA: case plan::OpCode::kQKt: case plan::OpCode::kP:
+      return Part::kScores;
+    case plan::OpCode::kSolve: return Part::kInverse;
+    case plan::OpCode::kKS: case plan::OpCode::kQS: case plan::OpCode::kVnFromTR: case plan::OpCode::kW:
+    case plan::OpCode::kU: case plan::OpCode::kWS: case plan::OpCode::kPV: case plan::OpCode::kKtV:
+    case plan::OpCode::kUpdate:
+      return Part::kGemm;
+    case plan::OpCode::kO: return Part::kStore;
+    default: return Part::kVector;
+  }
 }
 
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,

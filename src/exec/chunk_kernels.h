@@ -12,12 +12,18 @@
 #include "kernels/pack.h"
 #include "ops/problem.h"
 #include "ops/rows.h"
+#include "plan/graph.h"
 
 namespace hanpu {
 
 // The kinds of chunk step the hanpu strategy's time breakdown tells apart (RunStats::breakdown_ms).
 enum class Part { kLoad, kScores, kInverse, kGemm, kVector, kStore, kCount };
 const char* part_name(Part p);
+// The part a chunk-graph operator's time falls in, as the hanpu strategy times its steps: the gate cumsum
+// and decay factors with the rows' load; the score products, masks and KDA's scaled operands with the
+// scores; the state products, the lower-triangular products and the update S' (fused into the update's
+// GEMM) with the GEMMs; O with the store (O = QS + PV, then the rows' store); the rest vector passes.
+Part part_of(plan::OpCode op);
 
 // One thread's executed-work counters, the precision its GEMMs run at (gemm / gemm_tn below pick the
 // kernel set's bf16 entries when bf16 is set: Problem::bf16_gemm), and its step times when timed.

@@ -138,17 +138,6 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
   if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
-// The breakdown's kind of a state-dependent step.
-Part part_of(plan::OpCode op) {
-  switch (op) {
-    case plan::OpCode::kKS: case plan::OpCode::kQS: case plan::OpCode::kVnFromTR: case plan::OpCode::kW:
-    case plan::OpCode::kU: case plan::OpCode::kWS: case plan::OpCode::kPV: case plan::OpCode::kKtV:
-      return Part::kGemm;
-    case plan::OpCode::kO: return Part::kStore;
-    default: return Part::kVector;
-  }
-}
-
 // #4-#6 and the state update of a prepared chunk, the plan's steps in the plan's order (exec/chunk_program.h),
 // with the head's state S [K, Vc] updated in place (every read of S precedes the update) or through
 // S_next (old and new state co-reside until the chunk ends).

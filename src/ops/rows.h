@@ -59,12 +59,19 @@ class RowLoader {
   R norm_factor(const R* raw) const { return p_.opt.use_qk_l2norm_in_kernel ? l2norm_factor(raw, p_.K) : R(1); }
 
   R beta(int64_t b, int64_t t, int64_t hv) const {
+    R out = 0;
+    betas(b, t, 1, hv, &out);
+    return out;
+  }
+  // beta of tokens [t0, t0 + L) for value head hv: one strided load for the chunk, not one per token.
+  void betas(int64_t b, int64_t t0, int64_t L, int64_t hv, R* out) const {
     const TensorView& x = p_.in.beta;
-    R raw = 0;
-    load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + hv * x.stride(2), 1, 1, &raw);
-    if (!p_.opt.use_beta_sigmoid_in_kernel) return raw;
-    const R s = sigmoid(raw);
-    return p_.opt.allow_neg_eigval ? R(2) * s : s;
+    load_elems<R>(x, b * x.stride(0) + t0 * x.stride(1) + hv * x.stride(2), x.stride(1), L, out);
+    if (!p_.opt.use_beta_sigmoid_in_kernel) return;
+    for (int64_t i = 0; i < L; ++i) {
+      const R s = sigmoid(out[i]);
+      out[i] = p_.opt.allow_neg_eigval ? R(2) * s : s;
+    }
   }
 
   // Everything the recurrence reads of token t for value head hv: q (scaled), k, v, gate; returns beta.
@@ -78,28 +85,39 @@ class RowLoader {
   }
 
   // out[0..gate_width) = the log decay of token t for value head hv.
-  void gate(int64_t b, int64_t t, int64_t hv, R* out) const {
+  void gate(int64_t b, int64_t t, int64_t hv, R* out) const { gates(b, t, 1, hv, out); }
+  // The same for tokens [t0, t0 + L): out [L, gate_width] (GDN's scalar gates in one strided load).
+  void gates(int64_t b, int64_t t0, int64_t L, int64_t hv, R* out) const {
     const TensorView& x = p_.in.g;
     const int64_t w = p_.gate_width();
     if (p_.kind == Kind::kGdn) {
-      load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + hv * x.stride(2), 1, 1, out);
+      load_elems<R>(x, b * x.stride(0) + t0 * x.stride(1) + hv * x.stride(2), x.stride(1), L, out);
     } else {
-      load_row(x, b, t, hv, w, out);
+      for (int64_t i = 0; i < L; ++i) load_row(x, b, t0 + i, hv, w, out + i * w);
     }
     if (!p_.opt.use_gate_in_kernel) return;
     const R* bias = dt_bias_.data() + hv * w;
     if (p_.opt.lower_bound) {
       const R lb = static_cast<R>(*p_.opt.lower_bound);
       const R ea = a_log_.empty() ? R(1) : std::exp(a_log_[hv]);
-      for (int64_t d = 0; d < w; ++d) out[d] = gate_lower_bound(out[d], lb, ea, bias[d]);
+      for (int64_t i = 0; i < L * w; ++i) out[i] = gate_lower_bound(out[i], lb, ea, bias[i % w]);
     } else {
-      for (int64_t d = 0; d < w; ++d) out[d] = gate_softplus(out[d], a_log_[hv], bias[d]);
+      for (int64_t i = 0; i < L * w; ++i) out[i] = gate_softplus(out[i], a_log_[hv], bias[i % w]);
     }
   }
 
  private:
   static void load_row(const TensorView& x, int64_t b, int64_t t, int64_t h, int64_t n, R* out) {
-    load_elems<R>(x, b * x.stride(0) + t * x.stride(1) + h * x.stride(2), x.stride(3), n, out);
+    const int64_t off = b * x.stride(0) + t * x.stride(1) + h * x.stride(2);
+    if constexpr (sizeof(R) == 4) {
+      // Contiguous bf16 rows (KDA's gate rows, q, k, v on the recurrent paths) widen through the kernel set's
+      // vectors: exact either way, and the generic loop measured 7 instructions an element.
+      if (x.dtype == DType::kBF16 && x.stride(3) == 1) {
+        simd::bf16_to_f32(n, static_cast<const uint16_t*>(x.data) + off, out);
+        return;
+      }
+    }
+    load_elems<R>(x, off, x.stride(3), n, out);
   }
 
   const Problem& p_;

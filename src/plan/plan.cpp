@@ -512,4 +512,16 @@ std::string plan_report(const Plan& p) {
   return os.str();
 }
 
+std::vector<double> op_cycles(const Plan& p, const Device& d) {
+  const Graph& g = p.graph;
+  std::vector<double> c(g.ops.size(), 0.0);
+  if (c.empty() || p.layouts.op_layout.size() != c.size()) return c;
+  const DeviceCostModel fp32(d);
+  const Bf16CostModel bf16(d, g.kind, p.opt.row_block);
+  const CostModel& cm = p.opt.bf16 ? static_cast<const CostModel&>(bf16) : fp32;
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = cm.op_cost(g, static_cast<int>(i), p.layouts.op_layout[i]);
+  for (const Transform& t : p.layouts.transforms) c[t.before_op >= 0 ? t.before_op : c.size() - 1] += t.cost;
+  return c;
+}
+
 }  // namespace hanpu::plan

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -84,5 +85,11 @@ Status load_plan_file(const std::string& path, Plan* out);
 // The readable report of `hanpu plan`: order with engine and layout per step, transform sites,
 // per-memory peaks, MACs and the estimated cost.
 std::string plan_report(const Plan& p);
+
+// The plan's chunk cost per operator on device d (the cost model it was planned with): op i in its layout
+// plus the transforms made before it; the chunk-end transforms are charged to the last operator. Sums to
+// p.layouts.cost for DP and fixed layouts (not for the packing ablation's pack-always, whose per-row-block
+// repacks belong to no single transform). For the model's side of `hanpu bench --breakdown`.
+std::vector<double> op_cycles(const Plan& p, const Device& d);
 
 }  // namespace hanpu::plan
