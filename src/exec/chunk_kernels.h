@@ -101,6 +101,11 @@ struct ChunkInputs {
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
 
+// Asks for the lines of o's rows [t0, t0 + L) of head hv, columns [c0, c0 + n), for writing: issued a step
+// ahead, like ChunkInputs::prefetch, so the store's reads for ownership of the head-strided rows overlap
+// the step before it.
+void prefetch_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n);
+
 // o[b, t0 + i, hv, c0 .. c0 + n) = rows[i * n .. (i + 1) * n) for i < L: bf16 outputs with contiguous rows
 // through the kernel set's vector narrowing, others element by element (the same rounding either way).
 void store_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n,
