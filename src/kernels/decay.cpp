@@ -78,8 +78,8 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
                              float* A, float* P, int64_t ld, float* scratch) {
   double flops = 0;
   const int64_t B = kIntraBlock;
-  float* kl = scratch;        // [L, K]  k_j o exp(G_n - G_j), j < n; then its transpose
-  float* klt = kl + L * K;    // [K, L]
+  float* kl = scratch;        // [B, K]  k_j o exp(G_n - G_j) for the previous block's rows j
+  float* klt = kl + B * K;    // [K, L]  column j: k_j o exp(G_n - G_j), j < n, for the current block start n
   float* e = klt + K * L;     // [B, K]  exponent factors of the current rows
   float* kr = e + B * K;      // [B, K]
   float* qr = kr + B * K;     // [B, K]
@@ -90,14 +90,24 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
     const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;
     const double* gn = G + r0 * K;
     if (r0 > 0) {
-      exp_diff(r0, gn, 0, G, K, kl);  // exp(G_n - G_j)
-      simd::scale_rows(r0, K, Kc, K, kl, K, nullptr, kl, K);
-      pack_transposed(r0, K, kl, K, nullptr, 1, klt, r0);
+      // K~^T for this block start n = r0 from the previous one's, p = n - B: the columns j < p carried over,
+      // each channel times exp(G_n - G_p) (exp(G_n - G_j) = exp(G_n - G_p) exp(G_p - G_j), both <= 1, so
+      // the products only shrink), and the previous block's B rows made fresh: one exp per channel and
+      // block, and a B-row transpose, instead of exps and a transpose of all n rows for every block
+      // (measured on the 64-row chunk, K = 128: 39-43 us -> 37.5 us for the whole of this function).
+      const int64_t p0 = r0 - B;
+      if (p0 > 0) {
+        exp_diff(1, gn, 0, G + p0 * K, 0, e);  // exp(G_n - G_p) per channel
+        simd::scale_rows(K, p0, klt, L, e, 1, nullptr, klt, L);
+      }
+      exp_diff(B, gn, 0, G + p0 * K, K, kl);  // exp(G_n - G_j), p <= j < n
+      simd::scale_rows(B, K, Kc + p0 * K, K, kl, K, nullptr, kl, K);
+      pack_transposed(B, K, kl, K, nullptr, 1, klt + p0, L);
       exp_diff(m, G + r0 * K, K, gn, 0, e);  // exp(G_i - G_n)
       simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
       simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
-      simd::gemm_nn(m, r0, K, kr, K, klt, r0, false, A + r0 * ld, ld);
-      simd::gemm_nn(m, r0, K, qr, K, klt, r0, false, P + r0 * ld, ld);
+      simd::gemm_nn(m, r0, K, kr, K, klt, L, false, A + r0 * ld, ld);
+      simd::gemm_nn(m, r0, K, qr, K, klt, L, false, P + r0 * ld, ld);
       flops += 4.0 * static_cast<double>(m) * r0 * K;
       for (int64_t i = r0; i < r1; ++i) {
         for (int64_t j = 0; j < r0; ++j) A[i * ld + j] *= beta[i];
