@@ -236,6 +236,28 @@ void check_mul_rows(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The transposed panel, exactly src * factor per element (unscaled, per-row and per-element factors), at
+// 4 x 4 tile edges, with the padding between dst rows untouched.
+void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{64}}) {
+    for (int64_t cols : {int64_t{1}, int64_t{4}, int64_t{7}, int64_t{130}}) {
+      for (int64_t sw : {int64_t{-1}, int64_t{1}, cols}) {
+        const int64_t lds = cols + 3, ldd = rows + 2;
+        const std::vector<float> src = randn(rows * lds, rng), scale = randn(rows * cols, rng);
+        const float* sc = sw < 0 ? nullptr : scale.data();
+        std::vector<float> dst(cols * ldd, 7.0f);
+        ks.pack_transposed(rows, cols, src.data(), lds, sc, sw, dst.data(), ldd);
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t r = 0; r < ldd; ++r) {
+            const float want = r >= rows ? 7.0f : src[r * lds + c] * (sc ? sc[r * sw + (sw == 1 ? 0 : c)] : 1.0f);
+            ASSERT_EQ(dst[c * ldd + r], want) << ks.name << " " << rows << "x" << cols << " sw " << sw << " at " << c << "," << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -385,6 +407,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_decay_mask(ks, rng);
     check_exp_diff(ks, rng);
     check_mul_rows(ks, rng);
+    check_pack_transposed(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

@@ -91,6 +91,10 @@ struct KernelSet {
   void (*pack_bf16_rows_t)(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
   void (*gemm_bf16_rows)(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                          bool acc, float* C, int64_t ldc);
+  // dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1): a transposed, optionally row- or
+  // element-scaled copy (kernels/pack.h pack_transposed: the [K, L] panel of a K^T operand).
+  void (*pack_transposed)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                          float* dst, int64_t ldd);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

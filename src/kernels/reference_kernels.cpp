@@ -140,13 +140,23 @@ void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v)
   }
 }
 
+void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float f = scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1.0f;
+      dst[c * ldd + r] = src[r * lds + c] * f;
+    }
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &mul_rows, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows,
+          &decay_mask_row, &exp_diff, &mul_rows, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
           "fp32 FMA on rounded operands", nullptr};
 }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/bf16_round.h"
 #include "kernels/kernel_set.h"
+#include "kernels/pack.h"
 #include "kernels/simd.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -381,6 +382,43 @@ void RowDots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const flo
   }
 }
 
+// dst[c, r] = src[r, c] * f(r, c) (kernels/pack.h): 4 x 4 tiles through 128-bit registers (four rows'
+// 4-float pieces, scaled, interleaved into four columns' pieces: 4 stores for 16 elements instead of 16
+// scattered ones; the scalar loop measured ~5 us for a 64 x 128 panel), the edges element by element. The
+// products are the definition's, so the bits are the reference set's.
+void PackTransposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                    float* dst, int64_t ldd) {
+  const auto f = [&](int64_t r, int64_t c) { return scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1.0f; };
+  int64_t r = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::Full128<float> d4;
+  const auto factors = [&](int64_t row, int64_t c) {
+    return scale && sw > 1 ? hn::LoadU(d4, scale + row * sw + c) : hn::Set(d4, f(row, c));
+  };
+  for (; r + 4 <= rows; r += 4) {
+    int64_t c = 0;
+    for (; c + 4 <= cols; c += 4) {
+      const auto v0 = hn::Mul(hn::LoadU(d4, src + r * lds + c), factors(r, c));
+      const auto v1 = hn::Mul(hn::LoadU(d4, src + (r + 1) * lds + c), factors(r + 1, c));
+      const auto v2 = hn::Mul(hn::LoadU(d4, src + (r + 2) * lds + c), factors(r + 2, c));
+      const auto v3 = hn::Mul(hn::LoadU(d4, src + (r + 3) * lds + c), factors(r + 3, c));
+      const auto t0 = hn::InterleaveLower(d4, v0, v1), t1 = hn::InterleaveLower(d4, v2, v3);  // a0 b0 a1 b1, c0 d0 c1 d1
+      const auto t2 = hn::InterleaveUpper(d4, v0, v1), t3 = hn::InterleaveUpper(d4, v2, v3);  // a2 b2 a3 b3, c2 d2 c3 d3
+      hn::StoreU(hn::ConcatLowerLower(d4, t1, t0), d4, dst + c * ldd + r);
+      hn::StoreU(hn::ConcatUpperUpper(d4, t1, t0), d4, dst + (c + 1) * ldd + r);
+      hn::StoreU(hn::ConcatLowerLower(d4, t3, t2), d4, dst + (c + 2) * ldd + r);
+      hn::StoreU(hn::ConcatUpperUpper(d4, t3, t2), d4, dst + (c + 3) * ldd + r);
+    }
+    for (; c < cols; ++c) {
+      for (int64_t i = r; i < r + 4; ++i) dst[c * ldd + i] = src[i * lds + c] * f(i, c);
+    }
+  }
+#endif
+  for (; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c] * f(r, c);
+  }
+}
+
 // The portable bf16 GEMMs: operands rounded into copies, then this target's fp32 GEMM.
 void GemmNNBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
                 bool accumulate, float* C, int64_t ldc) {
@@ -449,7 +487,7 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, &ExpDiff, &MulRows, &pack_bf16_rows_t_by_widening, &GemmBf16Rows,
+          &DecayMaskRow, &ExpDiff, &MulRows, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, &PackTransposed,
           "fp32 FMA on rounded operands", nullptr};
 }
 
@@ -542,6 +580,15 @@ void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const do
 void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
   active_kernels().mul_rows(rows, cols, X, ldx, v);
 }
+
+}  // namespace simd
+
+void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     float* dst, int64_t ldd) {
+  active_kernels().pack_transposed(rows, cols, src, lds, scale, sw, dst, ldd);
+}
+
+namespace simd {
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
 void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }
