@@ -346,6 +346,35 @@ TEST(Cli, FuseOnOneCoreRunsTheFourGroups) {
   EXPECT_NE(log.find("add --cores 1"), std::string::npos) << log;
 }
 
+// scripts/compare-binaries.py (old vs new binaries interleaved in one run): the binary against itself over
+// two rounds gives one row per bench record with both sides' medians, their per-round ratios and, with
+// --breakdown, the parts; a bad round count is refused.
+TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
+  std::string cli = HANPU_CLI_PATH;
+  cli.erase(0, cli.find_first_not_of(' '));
+  if (cli.find(' ') != std::string::npos) GTEST_SKIP() << "the CLI runs under an emulator: " << cli;
+  if (std::system("python3 --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  const std::string script = std::string(HANPU_FUZZ_DIR) + "/../../scripts/compare-binaries.py";
+  const std::string json = temp("compare.json"), log = temp("compare.log");
+  const std::string cmd = "python3 " + script + " --rounds 2 --json " + json + " " + cli + " " + cli +
+                          " -- --heads 2 --tokens 70 --threads 1 --strategies hanpu,fla --reps 1 --breakdown > " + log +
+                          " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_NE(j["machine"].get<std::string>().find("CPUs"), std::string::npos);
+  ASSERT_EQ(j["records"].size(), 2u) << j.dump();
+  for (const auto& r : j["records"]) {
+    EXPECT_EQ(r["old_ms"]["all"].size(), 2u);
+    EXPECT_EQ(r["new_ms"]["all"].size(), 2u);
+    EXPECT_GT(r["ratio"]["median"].get<double>(), 0);
+    const bool hanpu = r["record"].get<std::string>().find(" hanpu ") != std::string::npos;
+    EXPECT_EQ(r["parts_us"].contains("gemm"), hanpu) << r.dump();
+  }
+  const std::string bad = "python3 " + script + " --rounds 0 " + cli + " " + cli + " -- --tokens 70 > " + log + " 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+}
+
 TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 8, 1, 1, 4, 4, 1);
   const std::string in = temp("cli_bad_in.safetensors"), out = temp("cli_bad_out.safetensors");

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Old vs new hanpu binaries, interleaved in one run: `hanpu bench` with the same arguments, alternating
+which binary goes first each round, so both see the same drift of a noisy machine.
+
+    scripts/compare-binaries.py [--rounds N] [--json OUT] OLD NEW -- BENCH_ARGS...
+
+For every bench record (kind, preset, strategy, precision, dtype, tokens, batch) it prints the median over
+rounds of each binary's median_ms, their range, and new/old as the median (and range) of the per-round
+ratios; with --breakdown among BENCH_ARGS, the same per (chunk, head) step for each part. The CPU and its
+matrix features head the table (name the machine beside every number). Only the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def cpu_line() -> str:
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    features = sorted(x for x in flags if x.startswith("amx") or x in ("avx512f", "avx512_bf16", "avx2"))
+    return f"{model}; {os.cpu_count()} CPUs; features: {' '.join(features) or 'none of amx/avx512/avx2'}"
+
+
+def run_bench(binary: str, args: list[str]) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        proc = subprocess.run([binary, "bench", *args, "--json", out], capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"{binary} bench {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)["records"]
+
+
+def record_key(r: dict) -> str:
+    return " ".join(str(r.get(k, "")) for k in ("kind", "preset", "strategy", "precision", "dtype", "tokens", "batch"))
+
+
+def step_parts(r: dict) -> dict[str, float]:
+    steps = r.get("chunk_steps") or 0
+    return {p: 1e3 * ms / steps for p, ms in r.get("breakdown_ms", {}).items()} if steps else {}
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "all": values}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5, help="rounds, each running both binaries once (default 5)")
+    ap.add_argument("--json", help="also write the comparison as JSON")
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then the arguments of hanpu bench")
+    a = ap.parse_args()
+    bench_args = a.bench_args[1:] if a.bench_args[:1] == ["--"] else a.bench_args
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if "--json" in bench_args:
+        ap.error("bench's --json is this script's: pass --json before OLD")
+    for b in (a.old, a.new):
+        if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+            ap.error(f"not an executable: {b}")
+
+    times: dict[str, dict[str, list[float]]] = {}
+    parts: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for rnd in range(a.rounds):
+        order = [("old", a.old), ("new", a.new)] if rnd % 2 == 0 else [("new", a.new), ("old", a.old)]
+        for which, binary in order:
+            for r in run_bench(binary, bench_args):
+                key = record_key(r)
+                times.setdefault(key, {"old": [], "new": []})[which].append(r["median_ms"])
+                for p, us in step_parts(r).items():
+                    parts.setdefault(key, {}).setdefault(p, {"old": [], "new": []})[which].append(us)
+        print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+
+    result = {"machine": cpu_line(), "old": a.old, "new": a.new, "rounds": a.rounds, "bench_args": bench_args,
+              "records": []}
+    print(f"machine: {result['machine']}")
+    print(f"{a.rounds} rounds of hanpu bench {' '.join(bench_args)}, alternating which binary goes first")
+    print(f"{'record':58} {'old ms (min-max)':>24} {'new ms (min-max)':>24} {'new/old (min-max)':>22}")
+    for key, t in times.items():
+        if len(t["old"]) != len(t["new"]):
+            continue  # a record only one binary writes
+        ratios = [n / o for o, n in zip(t["old"], t["new"])]
+        rec = {"record": key, "old_ms": summary(t["old"]), "new_ms": summary(t["new"]), "ratio": summary(ratios),
+               "parts_us": {}}
+        fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
+        print(f"{key:58} {fmt(rec['old_ms']):>24} {fmt(rec['new_ms']):>24} "
+              f"{rec['ratio']['median']:.3f} ({rec['ratio']['min']:.3f}-{rec['ratio']['max']:.3f})")
+        for p, v in parts.get(key, {}).items():
+            if len(v["old"]) != len(v["new"]) or not v["old"]:
+                continue
+            pr = [n / o if o > 0 else float("nan") for o, n in zip(v["old"], v["new"])]
+            rec["parts_us"][p] = {"old": summary(v["old"]), "new": summary(v["new"]), "ratio": summary(pr)}
+            print(f"  {p:8} per step (us): old {fmt(rec['parts_us'][p]['old'])}, new {fmt(rec['parts_us'][p]['new'])},"
+                  f" new/old {statistics.median(pr):.3f}")
+        result["records"].append(rec)
+    if not result["records"]:
+        sys.exit("no bench record was written by both binaries")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
