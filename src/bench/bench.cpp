@@ -185,20 +185,26 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
   return Status::Ok();
 }
 
+// The chunk plan the engine makes for a call of the bench's shape on the host description.
+Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf16, plan::Packing packing, int64_t C,
+                       plan::Plan* out) {
+  plan::PlanOptions po;
+  po.C = C;
+  po.K = cfg.K;
+  po.V = cfg.V;
+  po.bf16 = bf16;
+  po.packing = packing;
+  return plan::make_plan(cfg.kind, host, po, out);
+}
+
 // The planner's estimate of one (chunk, head) step of the packing choice (its chunk plan on the host
 // description, as the engine plans the call) beside the measured thread time per step.
 Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T, int threads, int64_t C,
                         BenchRecord* rec) {
   plan::Device host;
   HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
-  plan::PlanOptions po;
-  po.C = C;
-  po.K = cfg.K;
-  po.V = cfg.V;
-  po.bf16 = true;
-  po.packing = packing;
   plan::Plan pl;
-  HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, &pl));
+  HANPU_RETURN_IF_ERROR(host_chunk_plan(cfg, host, true, packing, C, &pl));
   rec->estimate_step_us = pl.layouts.cost / (pl.clock_ghz * 1e3);
   const double steps = static_cast<double>((T + C - 1) / C * cfg.HV);
   rec->step_us = rec->median_ms * 1e3 * threads / steps;
@@ -216,13 +222,7 @@ Status model_breakdown(const BenchConfig& cfg, plan::Packing packing, bool bf16,
     if (cfg.plan->device != host.name) return Status::Ok();  // planned for another device's costs
     pl = *cfg.plan;
   } else {
-    plan::PlanOptions po;
-    po.C = C;
-    po.K = cfg.K;
-    po.V = cfg.V;
-    po.bf16 = bf16;
-    po.packing = packing;
-    HANPU_RETURN_IF_ERROR(plan::make_plan(cfg.kind, host, po, &pl));
+    HANPU_RETURN_IF_ERROR(host_chunk_plan(cfg, host, bf16, packing, C, &pl));
   }
   const std::vector<double> cycles = plan::op_cycles(pl, host);
   std::vector<double> us(static_cast<int>(Part::kCount), 0.0);
