@@ -60,6 +60,10 @@ def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "all": values}
 
 
+def fmt(s: dict) -> str:
+    return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running both binaries once (default 5)")
@@ -100,7 +104,6 @@ def main() -> int:
         ratios = [n / o for o, n in zip(t["old"], t["new"])]
         rec = {"record": key, "old_ms": summary(t["old"]), "new_ms": summary(t["new"]), "ratio": summary(ratios),
                "parts_us": {}}
-        fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
         print(f"{key:58} {fmt(rec['old_ms']):>24} {fmt(rec['new_ms']):>24} "
               f"{rec['ratio']['median']:.3f} ({rec['ratio']['min']:.3f}-{rec['ratio']['max']:.3f})")
         for p, v in parts.get(key, {}).items():

@@ -45,8 +45,8 @@ inline R l2norm_factor(const R* x, int64_t n) {
 }
 
 // x[i] <- x[i] * f for i < n. The fp32 paths multiply through the kernel set's SIMD (the same products as
-// the scalar loop, which the portable build would compile to 4-wide SSE2): measured, the l2norm of a GDN
-// chunk's q and k rows was a third of its load step in scalar form.
+// the scalar loop, which the portable build compiles to 4-wide SSE2; measured, a GDN chunk's load with
+// l2norm, cache-resident: 10.2 -> 9.5 us).
 template <typename R>
 inline void scale_inplace(R* x, int64_t n, R f) {
   if constexpr (sizeof(R) == 4) {

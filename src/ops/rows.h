@@ -100,9 +100,13 @@ class RowLoader {
     if (p_.opt.lower_bound) {
       const R lb = static_cast<R>(*p_.opt.lower_bound);
       const R ea = a_log_.empty() ? R(1) : std::exp(a_log_[hv]);
-      for (int64_t i = 0; i < L * w; ++i) out[i] = gate_lower_bound(out[i], lb, ea, bias[i % w]);
+      for (R* row = out; row < out + L * w; row += w) {
+        for (int64_t d = 0; d < w; ++d) row[d] = gate_lower_bound(row[d], lb, ea, bias[d]);
+      }
     } else {
-      for (int64_t i = 0; i < L * w; ++i) out[i] = gate_softplus(out[i], a_log_[hv], bias[i % w]);
+      for (R* row = out; row < out + L * w; row += w) {
+        for (int64_t d = 0; d < w; ++d) row[d] = gate_softplus(row[d], a_log_[hv], bias[d]);
+      }
     }
   }
 

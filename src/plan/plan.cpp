@@ -50,6 +50,13 @@ const char* split_name(KernelSplit k) {
   return "native";
 }
 
+// The cost model a plan of `opt` is costed on: the bf16 unit's (the engine's row blocks) in bf16 precision,
+// else the device's.
+std::unique_ptr<CostModel> plan_cost_model(const Device& d, Kind kind, const PlanOptions& opt) {
+  if (opt.bf16) return std::make_unique<Bf16CostModel>(d, kind, opt.row_block);
+  return std::make_unique<DeviceCostModel>(d);
+}
+
 // The chunk's layouts: exact mode, the DP or the fixed layouts (the update's operand packed on request) on
 // the device's cost model; bf16 mode, the packing choice on the bf16 unit's (the engine's row blocks).
 LayoutPlan chunk_layouts(const Graph& g, const Device& d, const PlanOptions& opt) {
@@ -402,10 +409,8 @@ Status plan_from_json(const std::string& text, Plan* out) {
   if (!ds.ok()) return InvalidArgument("device: " + ds.message());
   if (d.name != p.device) return InvalidArgument("device: the description at '" + p.device_file + "' is '" + d.name + "'");
   p.clock_ghz = d.clock_ghz;
-  if (!p.opt.bf16) {
-    p.layouts = evaluate_plan(g, DeviceCostModel(d), p.layouts.op_layout, p.layouts.state_layout);
-  } else if (p.opt.packing == Packing::kPlanned) {
-    p.layouts = evaluate_plan(g, Bf16CostModel(d, g.kind, p.opt.row_block), p.layouts.op_layout, p.layouts.state_layout);
+  if (!p.opt.bf16 || p.opt.packing == Packing::kPlanned) {
+    p.layouts = evaluate_plan(g, *plan_cost_model(d, g.kind, p.opt), p.layouts.op_layout, p.layouts.state_layout);
   } else {  // a fixed packing choice is its layouts: every product packs its own operand
     const LayoutPlan fixed = chunk_layouts(g, d, p.opt);
     if (fixed.op_layout != p.layouts.op_layout || fixed.state_layout != p.layouts.state_layout) {
@@ -514,12 +519,9 @@ std::string plan_report(const Plan& p) {
 
 std::vector<double> op_cycles(const Plan& p, const Device& d) {
   const Graph& g = p.graph;
-  std::vector<double> c(g.ops.size(), 0.0);
-  if (c.empty() || p.layouts.op_layout.size() != c.size()) return c;
-  const DeviceCostModel fp32(d);
-  const Bf16CostModel bf16(d, g.kind, p.opt.row_block);
-  const CostModel& cm = p.opt.bf16 ? static_cast<const CostModel&>(bf16) : fp32;
-  for (std::size_t i = 0; i < c.size(); ++i) c[i] = cm.op_cost(g, static_cast<int>(i), p.layouts.op_layout[i]);
+  const std::unique_ptr<CostModel> cm = plan_cost_model(d, g.kind, p.opt);
+  std::vector<double> c(g.ops.size());
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = cm->op_cost(g, static_cast<int>(i), p.layouts.op_layout[i]);
   for (const Transform& t : p.layouts.transforms) c[t.before_op >= 0 ? t.before_op : c.size() - 1] += t.cost;
   return c;
 }
