@@ -258,6 +258,41 @@ void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The low term of the two-term bf16 split, bit for bit x - round_bf16(x) (so hi + lo == x exactly, and lo is
+// within half a bf16 ulp of x), at vector tails, on values at many scales, exact bf16 values (lo = 0) and
+// ties; non-finite x gives a non-finite lo; the padding between rows stays untouched.
+void check_bf16_residual(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{130}}) {
+    const int64_t rows = 3, ldx = cols + 1, ldl = cols + 2;
+    std::vector<float> x = randn(rows * ldx, rng);
+    std::uniform_int_distribution<int> ex(-60, 60);
+    for (float& v : x) v = std::ldexp(v, ex(rng));
+    x[0] = round_bf16(x[0]);                                      // exact: lo = 0
+    if (cols > 1) x[1] = bf16_bits_to_f32(0x3F81) + std::ldexp(1.0f, -8);  // a tie: rounds to even
+    if (cols > 2) x[2] = INFINITY;
+    if (cols > 3) x[3] = NAN;
+    std::vector<float> lo(rows * ldl, 7.0f);
+    ks.bf16_residual(rows, cols, x.data(), ldx, lo.data(), ldl);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < ldl; ++c) {
+        const float got = lo[r * ldl + c];
+        if (c >= cols) {
+          ASSERT_EQ(got, 7.0f) << ks.name << " padding at " << r << "," << c;
+          continue;
+        }
+        const float xv = x[r * ldx + c], want = xv - round_bf16(xv);
+        if (!std::isfinite(xv)) {
+          ASSERT_FALSE(std::isfinite(got)) << ks.name << " " << xv;
+          continue;
+        }
+        ASSERT_EQ(got, want) << ks.name << " cols " << cols << " at " << r << "," << c << " x " << xv;
+        ASSERT_EQ(round_bf16(xv) + got, xv) << ks.name;
+        ASSERT_LE(std::fabs(got), std::fabs(xv) * std::ldexp(1.0f, -8)) << ks.name;
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -408,6 +443,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_exp_diff(ks, rng);
     check_mul_rows(ks, rng);
     check_pack_transposed(ks, rng);
+    check_bf16_residual(ks, rng);
     check_vector_kernels(ks, rng);
     check_row_dots(ks, rng);
     check_decode(ks, rng);

@@ -90,6 +90,40 @@ TEST(Packing, TheCostModelPacksOnlyRightOperandsAndNeverUnpacks) {
   EXPECT_FALSE(kda.allowed(gk, op_index(gk, plan::OpCode::kKKt), Layout::kBlocked));
 }
 
+// The two-term splits (plan/packing.h) in the cost model: V' = T R reads R split (two products), P V' both
+// operands (three), KDA's update V' (two), every other product single terms; a split product costs its
+// products, one more conversion of A per product, and a split operand's residual pass and second packing.
+TEST(Packing, SplitProductsCostTheirTerms) {
+  const plan::Device d = host();
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    const plan::Bf16CostModel cm(d, kind, kTrilBlock);
+    const plan::Graph g = plan::build_chunk_graph(kind, 64, 128, 128, passes(true, true));
+    for (const plan::OpNode& o : g.ops) {
+      const plan::Bf16Terms t = cm.terms(o);
+      const int want = o.code == plan::OpCode::kVnFromTR ? 2
+                       : o.code == plan::OpCode::kPV     ? 3
+                       : o.code == plan::OpCode::kKtV && kind == Kind::kKda ? 2
+                                                                            : 1;
+      EXPECT_EQ(t.products(), want) << kind_name(kind) << " " << o.name;
+    }
+    // T R and P V' have one shape (64 x 128 x 64, row-blocked): their dense costs differ by one product with
+    // its conversion of the 64 x 64 left operand, and P's residual pass (both pack R / V' split in the call).
+    const int tr = op_index(g, plan::OpCode::kVnFromTR), pv = op_index(g, plan::OpCode::kPV);
+    const double a_bytes = 64.0 * 64 * 4;
+    const double one = cm.op_cost(g, pv, Layout::kDense) - cm.op_cost(g, tr, Layout::kDense);
+    const double macs = 64.0 * 128 * 64 * (4 + 1) / (2 * 4);  // 4 row blocks up to the diagonal: 5/8 of the MACs
+    const double want = macs / d.bf16_macs_per_cycle + cm.pack_cycles(a_bytes) + d.vector_cycles(a_bytes);
+    EXPECT_NEAR(one, want, 1e-9 * want) << kind_name(kind);
+    // A split operand's packed copy costs the residual pass and two packings.
+    const int vn = g.ops[pv].inputs[1];
+    const double b_bytes = 64.0 * 128 * 4;
+    EXPECT_NEAR(cm.transform_cost(g, vn, Layout::kDense, Layout::kBlocked),
+                d.vector_cycles(b_bytes) + 2 * cm.pack_cycles(b_bytes), 1e-9);
+    EXPECT_TRUE(cm.split_copy(g, vn));
+    EXPECT_FALSE(cm.split_copy(g, g.ops[op_index(g, plan::OpCode::kKS)].inputs[1]));  // S: single rounded
+  }
+}
+
 TEST(Packing, ThePlanKeepsTheOperandsSeveralProductsRead) {
   const plan::Device d = host();
   plan::PlanOptions po;

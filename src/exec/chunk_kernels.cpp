@@ -253,48 +253,96 @@ void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt
   gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt);
 }
 
+namespace {
+
+// X - bf16(X) [rows, cols] into a per-thread buffer (contiguous rows), for a split operand's low term.
+const float* residual(int64_t rows, int64_t cols, const float* X, int64_t ldx) {
+  thread_local std::vector<float> lo;
+  lo.resize(static_cast<std::size_t>(rows * cols));
+  simd::bf16_residual(rows, cols, X, ldx, lo.data(), cols);
+  return lo.data();
+}
+
+}  // namespace
+
+void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, Bf16Operand* hi, Bf16Operand* lo) {
+  simd::pack_bf16(Kd, N, X, ldx, hi);
+  if (split) simd::pack_bf16(Kd, N, residual(Kd, N, X, ldx), N, lo);
+}
+
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt, const Bf16Operand* vn_packed) {
+                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, bool split_vn) {
   const int64_t K = in.K;
+  const bool split = cnt.bf16 && split_vn;
   simd::scale_rows(K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);  // e^{G_last} o S
-  if (packed && vn_packed) {
-    gemm_packed(K, cols, L, keys, L, *vn_packed, true, dst, cols, cnt);
-  } else if (packed) {
-    gemm(K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
-  } else {
-    gemm_tn(K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
+  if (packed && vn_kept) {
+    gemm_packed(K, cols, L, keys, L, vn_kept->of(L, cols, Vn, cols, split), true, dst, cols, cnt);
+    if (split) gemm_packed(K, cols, L, keys, L, vn_kept->low, true, dst, cols, cnt);
+    return;
+  }
+  // The bf16 GEMMs round V' to its high term; the low term is a second product.
+  const float* lo = split ? residual(L, cols, Vn, cols) : nullptr;
+  for (const float* v : {Vn, lo}) {
+    if (!v) continue;
+    if (packed) {
+      gemm(K, cols, L, keys, L, v, cols, true, dst, cols, cnt);
+    } else {
+      gemm_tn(K, cols, L, keys, K, v, cols, true, dst, cols, cnt);
+    }
   }
 }
 
-const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx) {
+const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split_x) {
   if (!valid) {
-    simd::pack_bf16(Kd, N, X, ldx, &packed);
+    pack_right(Kd, N, X, ldx, split_x, &packed, &low);
     valid = true;
+    split = split_x;
+  } else if (split_x && !split) {
+    simd::pack_bf16(Kd, N, residual(Kd, N, X, ldx), N, &low);
+    split = true;
   }
   return packed;
 }
 
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
-                 float* C, int64_t ldc, Counters& cnt, bool repack, KeptOperand* kept) {
-  // bf16: X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L):
-  // the pairs of rows [0, r1) are the same words whether L or r1 rows were packed.
-  thread_local Bf16Operand own;
-  const Bf16Operand* packed = &own;
-  if (cnt.bf16 && !repack) {
-    if (kept) {
-      packed = &kept->of(L, N, X, ldx);
-    } else {
-      simd::pack_bf16(L, N, X, ldx, &own);
+                 float* C, int64_t ldc, Counters& cnt, bool repack, KeptOperand* kept, plan::Bf16Terms terms) {
+  if (!cnt.bf16) {
+    for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+      const int64_t r1 = std::min(L, r0 + kTrilBlock);
+      gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
     }
+    return;
+  }
+  // X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L): the
+  // pairs of rows [0, r1) are the same words whether L or r1 rows were packed. A split X's low term is made
+  // once, for every packing of it; a split M's low term once for all row blocks.
+  thread_local Bf16Operand own, own_low;
+  thread_local std::vector<float> m_low;
+  const Bf16Operand *hi = &own, *lo = &own_low;
+  const float* x_low = nullptr;
+  if (kept && !repack) {
+    hi = &kept->of(L, N, X, ldx, terms.right);
+    lo = &kept->low;
+  } else if (terms.right) {
+    x_low = residual(L, N, X, ldx);
+  }
+  if (!kept && !repack) {
+    simd::pack_bf16(L, N, X, ldx, &own);
+    if (x_low) simd::pack_bf16(L, N, x_low, N, &own_low);
+  }
+  if (terms.left) {
+    m_low.resize(static_cast<std::size_t>(L * L));
+    simd::bf16_residual(L, L, M, ldm, m_low.data(), L);
   }
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    if (cnt.bf16) {
-      if (repack) simd::pack_bf16(r1, N, X, ldx, &own);
-      gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *packed, accumulate, C + r0 * ldc, ldc, cnt);
-    } else {
-      gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+    if (repack) {
+      simd::pack_bf16(r1, N, X, ldx, &own);
+      if (x_low) simd::pack_bf16(r1, N, x_low, N, &own_low);
     }
+    gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *hi, accumulate, C + r0 * ldc, ldc, cnt);
+    if (terms.right) gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *lo, true, C + r0 * ldc, ldc, cnt);
+    if (terms.left) gemm_packed(r1 - r0, N, r1, m_low.data() + r0 * L, L, *hi, true, C + r0 * ldc, ldc, cnt);
   }
 }
 

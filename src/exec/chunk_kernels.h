@@ -13,6 +13,7 @@
 #include "ops/problem.h"
 #include "ops/rows.h"
 #include "plan/graph.h"
+#include "plan/packing.h"
 
 namespace hanpu {
 
@@ -118,21 +119,29 @@ bool channel_major(const TensorView& x);
 // Bytes of the chunk rows a strategy reads from the inputs (q, k, v columns, g, beta) for L rows.
 int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc);
 
+// X [Kd, N] (row stride ldx) packed as a bf16 right operand into hi, and with `split` its low term
+// X - bf16(X) into lo (the two-term split of plan/packing.h; lo untouched otherwise).
+void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, Bf16Operand* hi, Bf16Operand* lo);
+
 // A bf16 right operand packed by the first of a chunk's products that reads it and kept for the later
-// ones (the plan keeps it: plan/packing.h). `valid` is cleared when the chunk's values change.
+// ones (the plan keeps it: plan/packing.h), with its low term when it is read split. `valid` is cleared
+// when the chunk's values change.
 struct KeptOperand {
-  Bf16Operand packed;
-  bool valid = false;
-  // X [Kd, N] (row stride ldx) packed, by this call unless an earlier one did.
-  const Bf16Operand& of(int64_t Kd, int64_t N, const float* X, int64_t ldx);
+  Bf16Operand packed, low;
+  bool valid = false, split = false;
+  // X [Kd, N] (row stride ldx) packed, by this call unless an earlier one did; with split_x its low term
+  // too (in `low`), by this call unless an earlier one packed it.
+  const Bf16Operand& of(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split_x = false);
 };
 
 // Lower-triangular product: C = M * X where M [L, L] is zero above the diagonal; row block r only
 // reads the columns of M (rows of X) it can touch. C may be accumulated into. bf16 mode: X is packed once
 // for all row blocks, into `kept` when given (and read from it when already valid there), or, with
-// `repack` (the packing ablation's pack-always), again for each row block's leading rows.
+// `repack` (the packing ablation's pack-always), again for each row block's leading rows; `terms` says
+// which operands enter as two-term splits (plan/packing.h): C += M hi(X) [+ M lo(X)] [+ lo(M) hi(X)].
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
-                 float* C, int64_t ldc, Counters& cnt, bool repack = false, KeptOperand* kept = nullptr);
+                 float* C, int64_t ldc, Counters& cnt, bool repack = false, KeptOperand* kept = nullptr,
+                 plan::Bf16Terms terms = {});
 
 // How a chunk's bf16 score products pack K^T (plan/packing.h): once for both (keep_keys), once for each
 // product, or for every row block of each (repack). Results are the same bits in every case.
@@ -150,9 +159,10 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
 // The state update of a chunk, #5: dst = diag(e^{G_last}) S + (K o e^{G_last - G})^T V' on [K, cols]
 // (dst may be S). The decayed keys are either Kd [L, K] row-major, read transposed in place, or, with
 // `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols]; with the panel, bf16 mode may
-// give V' already packed (`vn_packed`, a kept operand).
+// give V' as a kept operand (`vn_kept`, packed by this call unless an earlier product did). bf16 mode with
+// `split_vn`: V' enters as its two-term split (a second product on its low term).
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt, const Bf16Operand* vn_packed = nullptr);
+                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept = nullptr, bool split_vn = false);
 
 // gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,

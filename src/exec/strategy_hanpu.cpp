@@ -153,6 +153,8 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   StateOperand state(S, K, Vc, &ws.S_packed, prog.keep_state);
   ws.Vn_kept.valid = false;
   const bool rp = prog.repack_row_blocks;
+  // The operands a bf16 product reads as two-term splits (plan/packing.h).
+  const auto terms = [&](plan::OpCode op) { return p.bf16_gemm ? plan::bf16_terms(p.kind, op) : plan::Bf16Terms{}; };
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
@@ -178,7 +180,9 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
-      case plan::OpCode::kVnFromTR: lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt, rp); break;
+      case plan::OpCode::kVnFromTR:
+        lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt, rp, nullptr, terms(op));
+        break;
       case plan::OpCode::kKb:
         simd::scale_rows(L, K, in.k.data(), K, e, w, in.beta_k(), ws.KQ.data(), K);
         break;
@@ -191,10 +195,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         break;
       case plan::OpCode::kPV:
         if (qs_done) {  // O += P V', accumulated onto QS
-          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt, rp, vn_kept);
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, true, ws.O.data(), Vc, cnt, rp, vn_kept, terms(op));
           pv_in_o = true;
         } else {
-          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt, rp, vn_kept);
+          lower_times(L, Vc, pc.P.data(), C, ws.Vn.data(), Vc, false, ws.PV.data(), Vc, cnt, rp, vn_kept, terms(op));
         }
         break;
       case plan::OpCode::kO:
@@ -214,14 +218,14 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
           simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, in.k_factors(), ws.Vd.data(), Vc);
           if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
           update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
-                       dst, cnt);
+                       dst, cnt, nullptr, terms(op).right);
           break;
         }
         // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place; a kept V' is
         // packed here when the update reads it first
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
-                     dst, cnt, vn_kept ? &vn_kept->of(L, Vc, ws.Vn.data(), Vc) : nullptr);
+                     dst, cnt, vn_kept, terms(op).right);
         break;
       default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }

@@ -95,6 +95,8 @@ struct KernelSet {
   // element-scaled copy (kernels/pack.h pack_transposed: the [K, L] panel of a K^T operand).
   void (*pack_transposed)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                           float* dst, int64_t ldd);
+  // lo[r, c] = x[r, c] - bf16(x[r, c]): the low term of x's two-term bf16 split (simd.h bf16_residual).
+  void (*bf16_residual)(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -150,6 +150,12 @@ void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, 
   }
 }
 
+void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) lo[r * ldl + c] = x[r * ldx + c] - round_bf16(x[r * ldx + c]);
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
@@ -157,7 +163,7 @@ KernelSet make_reference_kernel_set() {
           &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask_row, &exp_diff, &mul_rows, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
-          "fp32 FMA on rounded operands", nullptr};
+          &bf16_residual, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -474,6 +474,28 @@ void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
+// x - bf16(x), lane-wise: bf16(x) is the upper half of u + 0x7FFF + (bit 16 of u) as in F32ToBf16, kept as
+// an fp32 with zero low bits. A NaN or infinite x, or one that rounds to infinity, gives a non-finite lo, as in
+// the reference set.
+void Bf16Residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
+  const auto bias = hn::Set(du32, 0x7FFFu), one = hn::Set(du32, 1u), high = hn::Set(du32, 0xFFFF0000u);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* lr = lo + r * ldl;
+    int64_t c = 0;
+    for (; c + nl <= cols; c += nl) {
+      const auto v = hn::LoadU(df, xr + c);
+      const auto u = hn::BitCast(du32, v);
+      const auto hi = hn::And(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)), high);
+      hn::StoreU(hn::Sub(v, hn::BitCast(df, hi)), df, lr + c);
+    }
+    for (; c < cols; ++c) lr[c] = xr[c] - round_bf16(xr[c]);
+  }
+}
+
 void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                   bool accumulate, float* C, int64_t ldc) {
   gemm_bf16_rows_by_widening(&GemmNN, M, N, Kd, A, lda, B, accumulate, C, ldc);
@@ -488,7 +510,7 @@ KernelSet MakeKernelSet() {
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &RowDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &MulRows, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, &PackTransposed,
-          "fp32 FMA on rounded operands", nullptr};
+          &Bf16Residual, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -579,6 +601,10 @@ void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const do
 
 void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
   active_kernels().mul_rows(rows, cols, X, ldx, v);
+}
+
+void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
+  active_kernels().bf16_residual(rows, cols, x, ldx, lo, ldl);
 }
 
 }  // namespace simd

@@ -53,6 +53,15 @@ bool shares_right_operand(Kind kind, const OpNode& o) {
   return packs_right_operand(kind, o) && !(kind == Kind::kGdn && o.code == OpCode::kKtV);
 }
 
+Bf16Terms bf16_terms(Kind kind, OpCode code) {
+  switch (code) {
+    case OpCode::kVnFromTR: return {false, true};
+    case OpCode::kPV: return {true, true};
+    case OpCode::kKtV: return {false, kind == Kind::kKda};
+    default: return {};
+  }
+}
+
 Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
     : d_(d), fp32_(d), kind_(kind), row_block_(row_block),
       macs_per_cycle_(d.has_bf16_matrix ? d.bf16_macs_per_cycle : d.matrix_macs_per_cycle),
@@ -71,6 +80,18 @@ bool Bf16CostModel::row_blocked(const OpNode& o) const {
 
 double Bf16CostModel::pack_cycles(double bytes) const { return pack_fixed_cycles_ + bytes / pack_bytes_per_cycle_; }
 
+double Bf16CostModel::pack_cycles(double bytes, bool split) const {
+  return split ? d_.vector_cycles(bytes) + 2 * pack_cycles(bytes) : pack_cycles(bytes);
+}
+
+bool Bf16CostModel::split_copy(const Graph& g, int t) const {
+  for (int i : g.consumers(t)) {
+    const OpNode& o = g.ops[i];
+    if (shares_right_operand(kind_, o) && o.inputs[1] == t && terms(o).right) return true;
+  }
+  return false;
+}
+
 bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
   return l == Layout::kDense || packs(g.ops[op]);
 }
@@ -83,9 +104,13 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   const double n = std::ceil(static_cast<double>(o.n) / 16) * 16, k = std::ceil(static_cast<double>(o.k) / 2) * 2;
   double macs = static_cast<double>(o.m) * n * k;
   if (row_blocked(o)) macs *= triangle_share(g.C, row_block_);
-  double cost = macs / macs_per_cycle_ + pack_cycles(a_bytes(o));  // A converted on the way in, either layout
+  // Each product converts its left operand on the way in, either layout; a split left operand's low term
+  // is made first (one vector pass).
+  const Bf16Terms t = terms(o);
+  double cost = t.products() * (macs / macs_per_cycle_ + pack_cycles(a_bytes(o)));
+  if (t.left) cost += d_.vector_cycles(a_bytes(o));
   // Dense, or a right operand made in the step (GDN's update): packed in the call.
-  if (l == Layout::kDense || !shares_right_operand(kind_, o)) cost += pack_cycles(b_bytes(o));
+  if (l == Layout::kDense || !shares_right_operand(kind_, o)) cost += pack_cycles(b_bytes(o), t.right);
   if (!o.trans_a) return cost;
   // A transposed A: read in place (the measured penalty of that form), or the fp32 [k, m] panel first.
   if (l == Layout::kDense) return cost * dense_penalty_;
@@ -95,7 +120,7 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
 double Bf16CostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {
   if (from == to) return 0;
   if (to == Layout::kDense) return kInf;  // a packed copy is bf16 and read-only
-  return pack_cycles(fp32_bytes(g.tensors[t]));
+  return pack_cycles(fp32_bytes(g.tensors[t]), split_copy(g, t));
 }
 
 bool Bf16CostModel::reads_in_layout(const Graph& g, int op, int t) const {
@@ -108,14 +133,15 @@ LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p) {
   if (p == Packing::kPlanned) return plan_layouts(g, cm);
   LayoutPlan plan = evaluate_plan(g, cm, std::vector<Layout>(g.ops.size(), Layout::kDense), Layout::kDense);
   if (p == Packing::kPackAlways) {
-    // Each row block b packs the (b + 1) blocks it reads instead of the product packing its operand once.
+    // Each row block b packs the (b + 1) blocks it reads (both terms of a split operand, from one residual
+    // pass) instead of the product packing its operand once.
     for (const OpNode& o : g.ops) {
       if (!cm.row_blocked(o) || !cm.packs(o)) continue;
       const int64_t nb = blocks(g.C, cm.row_block());
-      const double whole = b_bytes(o);
+      const double whole = b_bytes(o), terms = cm.terms(o).right ? 2 : 1;
       double blocked = 0;
-      for (int64_t b = 0; b < nb; ++b) blocked += cm.pack_cycles(whole * static_cast<double>(b + 1) / nb);
-      plan.cost += blocked - cm.pack_cycles(whole);
+      for (int64_t b = 0; b < nb; ++b) blocked += terms * cm.pack_cycles(whole * static_cast<double>(b + 1) / nb);
+      plan.cost += blocked - terms * cm.pack_cycles(whole);
     }
   }
   return plan;

@@ -19,6 +19,16 @@
 // KDA's scores are an exact per-channel vector split (no packing); GDN in bf16 applies the update's decays
 // to V' (diag(e^{G_last - G} fk) V', made in the step), so the update never reads V''s packed copy.
 //
+// Two-term splits: the operands whose single rounding costs the output most enter the bf16 unit as x = hi +
+// lo, hi = bf16(x), lo = bf16(x - hi) (kernels/simd.h bf16_residual), about 16 significant bits instead of 8:
+// R in V' = T R and both operands of P V' (products hi hi + hi lo + lo hi; lo lo is below fp32's rounding of
+// the sum), and for KDA V' in the update too (GDN's update reads V' scaled in the step, single rounded).
+// Why these: an fp64 emulation of the GEMM-first dataflow on the bench preset's data (T = 4096), rounding
+// one operand at a time, puts R, P and V' at 0.95-1.04 times the error of rounding o itself, each of the
+// others (S, T, KDA's scaled keys and queries, GDN's scaled V') at 0.06-0.38 times; with the three split, o
+// measures 1.14x (GDN) and 1.20x (KDA) the bf16 floor instead of 2.04x and 2.11x. A split right operand is
+// packed twice (hi and lo) after one residual pass; a split left operand is converted once more per product.
+//
 // The ablation's two fixed choices (hanpu bench --ablation --precision bf16):
 //   - never-keep: every product packs its own right operand (all GEMMs dense): S packed for K S and again
 //     for Q S, K^T for K K^T and again for Q K^T;
@@ -43,6 +53,13 @@ bool parse_packing(const std::string& name, Packing* out);
 bool packs_right_operand(Kind kind, const OpNode& o);
 bool shares_right_operand(Kind kind, const OpNode& o);
 
+// Which operands of the bf16 GEMM `code` enter as two-term splits (above), and the products that takes.
+struct Bf16Terms {
+  bool left = false, right = false;
+  int products() const { return 1 + (left ? 1 : 0) + (right ? 1 : 0); }
+};
+Bf16Terms bf16_terms(Kind kind, OpCode code);
+
 class Bf16CostModel : public CostModel {
  public:
   // `row_block`: the engine's row block of the row-blocked products.
@@ -53,11 +70,16 @@ class Bf16CostModel : public CostModel {
   bool reads_in_layout(const Graph& g, int op, int tensor) const override;
   Layout result_layout(const Graph&, int, Layout) const override { return Layout::kDense; }
 
-  // Cycles of packing `fp32_bytes` of an fp32 operand.
+  // Cycles of packing `fp32_bytes` of an fp32 operand; of packing it as a two-term split (the residual pass
+  // and both packings) when `split`.
   double pack_cycles(double fp32_bytes) const;
+  double pack_cycles(double fp32_bytes, bool split) const;
   // Whether the engine runs op in row blocks up to the diagonal.
   bool row_blocked(const OpNode& o) const;
   bool packs(const OpNode& o) const { return packs_right_operand(kind_, o); }
+  Bf16Terms terms(const OpNode& o) const { return bf16_terms(kind_, o.code); }
+  // Whether tensor t is read split by a product that shares its packed copy (so the copy holds both terms).
+  bool split_copy(const Graph& g, int t) const;
   int64_t row_block() const { return row_block_; }
 
  private:

@@ -140,6 +140,10 @@ InstanceResult run_instance(const Instance& inst, bool engine) {
     }
     res.engine_o = std::max(res.engine_o, eo);
     res.engine_s = std::max(res.engine_s, es);
+    if (s == Strategy::kHanpu) {
+      res.hanpu_o = eo;
+      res.hanpu_s = es;
+    }
   }
   // Chunk vs recurrent: within the bar in exact mode; in bf16 mode the two paths run at different
   // precisions, so their distance is bounded by the triangle inequality (sum of the two relative RMS bars).
@@ -246,19 +250,20 @@ double worst_ratio(const Group& g) {
 std::string format_table(const VerifyReport& rep) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3s | %-19s | %-19s | %-9s %-9s | %-9s %-9s | %-8s %s\n", "kind",
-                "dtype", "scenario", "n", "chunk o max / med", "chunk S max / med", "rec o max", "rec S max",
-                "eng o max", "eng S max", "worst/bar", "fail");
+  std::snprintf(line, sizeof line, "%-4s %-5s %-18s %3s | %-19s | %-19s | %-9s %-9s | %-9s %-9s | %-9s %-9s | %-8s %s\n",
+                "kind", "dtype", "scenario", "n", "chunk o max / med", "chunk S max / med", "rec o max", "rec S max",
+                "eng o max", "eng S max", "hanpu o", "hanpu S", "worst/bar", "fail");
   out += line;
-  out += std::string(140, '-') + "\n";
+  out += std::string(162, '-') + "\n";
   for (const Group& g : group_results(rep)) {
     const Stat co = stat_of(g, &InstanceResult::chunk_o), cs = stat_of(g, &InstanceResult::chunk_s);
     const Stat ro = stat_of(g, &InstanceResult::rec_o), rs = stat_of(g, &InstanceResult::rec_s);
     const Stat eo = stat_of(g, &InstanceResult::engine_o), es = stat_of(g, &InstanceResult::engine_s);
+    const Stat ho = stat_of(g, &InstanceResult::hanpu_o), hs = stat_of(g, &InstanceResult::hanpu_s);
     std::snprintf(line, sizeof line,
-                  "%-4s %-5s %-18s %3zu | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %8.2e %d\n",
+                  "%-4s %-5s %-18s %3zu | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %9.2e %9.2e | %8.2e %d\n",
                   g.kind.c_str(), g.dtype.c_str(), g.scenario.c_str(), g.members.size(), co.max, co.median, cs.max,
-                  cs.median, ro.max, rs.max, eo.max, es.max, worst_ratio(g), failures_of(g));
+                  cs.median, ro.max, rs.max, eo.max, es.max, ho.max, hs.max, worst_ratio(g), failures_of(g));
     out += line;
   }
   std::snprintf(line, sizeof line, "%zu instances, %d failed, %.1f s\n", rep.results.size(), rep.failures, rep.seconds);
@@ -284,7 +289,8 @@ std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg) {
         {"chunk_o", &InstanceResult::chunk_o}, {"chunk_state", &InstanceResult::chunk_s},
         {"recurrent_o", &InstanceResult::rec_o}, {"recurrent_state", &InstanceResult::rec_s},
         {"chunk_vs_recurrent_o", &InstanceResult::cvr_o}, {"chunk_vs_recurrent_state", &InstanceResult::cvr_s},
-        {"engine_o", &InstanceResult::engine_o}, {"engine_state", &InstanceResult::engine_s}};
+        {"engine_o", &InstanceResult::engine_o}, {"engine_state", &InstanceResult::engine_s},
+        {"hanpu_o", &InstanceResult::hanpu_o}, {"hanpu_state", &InstanceResult::hanpu_s}};
     for (const auto& [name, field] : fields) {
       const Stat s = stat_of(g, field);
       jg[name] = {{"max", num(s.max)}, {"median", num(s.median)}};
@@ -299,7 +305,8 @@ std::string format_json(const VerifyReport& rep, const VerifyConfig& cfg) {
                                       {"recurrent_o", num(r.rec_o)}, {"recurrent_state", num(r.rec_s)},
                                       {"chunk_vs_recurrent_o", num(r.cvr_o)},
                                       {"chunk_vs_recurrent_state", num(r.cvr_s)}, {"engine_o", num(r.engine_o)},
-                                      {"engine_state", num(r.engine_s)}}},
+                                      {"engine_state", num(r.engine_s)}, {"hanpu_o", num(r.hanpu_o)},
+                                      {"hanpu_state", num(r.hanpu_s)}}},
                             {"engine_worst_strategy", r.engine_worst}, {"engine_checked", cfg.engine},
                             {"precision", r.precision}, {"bar_o", r.bar_o}, {"bar_state", r.bar_s},
                             {"recurrent_bar_o", r.rec_bar_o}, {"recurrent_bar_state", r.rec_bar_s},

@@ -23,6 +23,9 @@ struct InstanceResult {
   // Worst NMSE vs the reference over the engine's strategies (when they ran), and which one it was.
   double engine_o = 0, engine_s = 0;
   std::string engine_worst;
+  // NMSE of the hanpu strategy (the library's default path) alone, reported beside the worst strategy's: in
+  // bf16 mode it reads R, P and V' as two-term splits (plan/packing.h), the baselines FLA's roundings.
+  double hanpu_o = 0, hanpu_s = 0;
   // Pass if every o value <= bar_o and every state value <= bar_s; the recurrent path (no GEMMs, exact in
   // every mode) against the exact bars rec_bar_o / rec_bar_s.
   double bar_o = 0, bar_s = 0, rec_bar_o = 0, rec_bar_s = 0;
