@@ -107,6 +107,7 @@ class Materialised {
   // native #1: a chunk's rows and gate factors, stored.
   void load(int64_t task, Counters& c) {
     const ChunkRef& ch = chunks_[task / HV_];
+    prefetch_next_rows(task, inputs_[task]);
     inputs_[task].load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
     c.traffic_bytes += chunk_input_bytes(p_, ch.L, V_) + inputs_[task].bytes();
   }
@@ -129,6 +130,7 @@ class Materialised {
   // fla phase 1: #1-#4 fused per task, only W and U reach memory.
   void fused_wu(int64_t task, Scratch& ws, Counters& c) {
     const ChunkRef& ch = chunks_[task / HV_];
+    prefetch_next_rows(task, ws.in);
     ws.in.load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
     ws.loaded = task;
     c.traffic_bytes += chunk_input_bytes(p_, ch.L, V_);
@@ -196,6 +198,7 @@ class Materialised {
   const ChunkInputs& input(int64_t task, Scratch& ws, const ChunkRef& ch) {
     if (native_) return inputs_[task];
     if (ws.loaded != task) {
+      prefetch_next_rows(task, ws.in);
       ws.in.load(p_, rows_, p_.seqs[ch.n], task % HV_, {ch.L, ch.t0, 0, V_});
       ws.loaded = task;
     }
@@ -207,6 +210,7 @@ class Materialised {
     const ChunkRef& ch = chunks_[task / HV_];
     const int64_t hv = task % HV_, L = ch.L;
     const ChunkInputs& in = input(task, ws, ch);
+    prefetch_next_o_rows(task, out);
     chunk_scores(p_, in, L, false, true, ws.kt.data(), ws.A.data(), ws.P.data(), ws.scratch.data(), c);
     simd::scale_rows(L, K_, in.q.data(), K_, in.eg.data(), w_, nullptr, ws.KQ.data(), K_);
     gemm(L, V_, K_, ws.KQ.data(), K_, S, V_, false, ws.X.data(), V_, c);
@@ -217,6 +221,23 @@ class Materialised {
 
  private:
   float* a(int64_t task) { return A_.data() + task * C_ * C_; }
+
+  // The chunk after `task`'s in its sequence (same value head), or null for the sequence's last chunk.
+  const ChunkRef* next_chunk(int64_t task) const {
+    const int64_t next = task / HV_ + 1;
+    return next < first_chunk_[chunks_[task / HV_].n + 1] ? &chunks_[next] : nullptr;
+  }
+  // The next chunk's input rows, and its output rows for writing, asked for before this chunk's are read
+  // or written: the prefetching the hanpu strategy does for its next step, so that the baselines, on the
+  // same kernels, differ from it in dataflow only. (`in`: any of the problem's ChunkInputs, for its shape.)
+  void prefetch_next_rows(int64_t task, const ChunkInputs& in) const {
+    if (const ChunkRef* nc = next_chunk(task)) in.prefetch(p_, p_.seqs[nc->n], task % HV_, {nc->L, nc->t0, 0, V_});
+  }
+  void prefetch_next_o_rows(int64_t task, const Outputs& out) const {
+    if (const ChunkRef* nc = next_chunk(task)) {
+      prefetch_o_rows(out.o, p_.seqs[nc->n].batch, nc->t0, nc->L, task % HV_, 0, V_);
+    }
+  }
   float* t(int64_t task) { return T_.data() + task * C_ * C_; }
 
   void wu(const ChunkInputs& in, const float* T, int64_t task, Scratch& ws, Counters& c) {
