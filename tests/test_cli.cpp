@@ -677,6 +677,10 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_GE(d.bf16_pack_fixed_cycles, 0);
   EXPECT_GT(d.bf16_dense_penalty, 0);
   EXPECT_NE(log.find("bf16 update gemm"), std::string::npos) << log;
+  EXPECT_GT(d.solve_macs_per_cycle, 0);  // the inverse and the chunk rows, measured
+  EXPECT_GT(d.rows_load_bytes_per_cycle, 0);
+  EXPECT_GT(d.rows_store_bytes_per_cycle, 0);
+  EXPECT_NE(log.find("triangular inverse"), std::string::npos) << log;
   ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;

@@ -323,6 +323,39 @@ TEST(PlanLayout, OperatorCyclesSumToThePlansCost) {
   }
 }
 
+// The host's measured solve rate and chunk-row costs (hanpu calibrate): the solve at its own rate, the rows'
+// load with the gate cumsum and their store with O, constants of every layout, so the plan is the same and
+// its cost grows by exactly them; op_cycles files them with those operators (the load and store parts).
+TEST(PlanLayout, HostChunkRowsAndSolveRateMoveTheEstimateNotThePlan) {
+  const Device base = shipped("host");
+  Device d = base;
+  d.solve_macs_per_cycle = 2.5;
+  d.rows_load_bytes_per_cycle = 8;
+  d.rows_store_bytes_per_cycle = 16;
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (bool bf16 : {false, true}) {
+      PlanOptions po;
+      po.bf16 = bf16;
+      Plan p0, p1;
+      ASSERT_TRUE(make_plan(kind, base, po, &p0).ok());
+      ASSERT_TRUE(make_plan(kind, d, po, &p1).ok());
+      EXPECT_EQ(p0.layouts.op_layout, p1.layouts.op_layout) << kind_name(kind);
+      const int64_t C = p1.graph.C, K = p1.graph.K, V = p1.graph.V, w = kind == Kind::kKda ? K : 1;
+      const double solve = C * (C - 1.0) * (C - 2.0) / 6.0;
+      const double load = (2.0 * C * K + C * V + C * w + C) * 4 / 8, store = C * V * 4.0 / 16;
+      const double extra = load + store + solve / 2.5 - solve / base.matrix_macs_per_cycle;
+      EXPECT_NEAR(p1.layouts.cost - p0.layouts.cost, extra, 1e-9 * p1.layouts.cost) << kind_name(kind) << " " << bf16;
+      const std::vector<double> c0 = op_cycles(p0, base), c1 = op_cycles(p1, d);
+      for (std::size_t i = 0; i < c1.size(); ++i) {
+        const OpCode code = p1.graph.ops[i].code;
+        const double want = code == OpCode::kCumsum ? load : code == OpCode::kO ? store : 0;
+        if (code == OpCode::kSolve) continue;
+        EXPECT_NEAR(c1[i] - c0[i], want, 1e-9 * (c1[i] + 1)) << p1.graph.ops[i].name;
+      }
+    }
+  }
+}
+
 // A description with a base is the base with the given fields merged over it: 310P3 is the 310P with
 // 8 cores. Bases must be shipped devices and may not chain.
 TEST(PlanDevice, BasePlusOverride) {

@@ -16,6 +16,9 @@
 #include "exec/fp_mode.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
+#include "kernels/tril_inverse.h"
+#include "ops/problem.h"
+#include "ops/rows.h"
 #include "plan/device.h"
 
 namespace hanpu::plan {
@@ -45,6 +48,41 @@ std::vector<float> random_floats(std::size_t n, std::mt19937& rng) {
 
 nlohmann::json measured(double value, const std::string& what) {
   return {{"value", value}, {"source", what}};
+}
+
+// A bf16 tensor of uniform values in [-1.7, 1.7] (bench's inputs).
+Tensor bf16_tensor(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1.7f, float hi = 1.7f) {
+  Tensor t(DType::kBF16, std::move(shape));
+  std::uniform_real_distribution<float> u(lo, hi);
+  auto* bits = reinterpret_cast<uint16_t*>(t.bytes.data());
+  for (int64_t i = 0; i < t.numel(); ++i) bits[i] = f32_to_bf16_bits(u(rng));
+  return t;
+}
+
+// Median ns of ChunkInputs::load on one GDN chunk [C rows, K, V] of bf16 inputs with q and k l2-normalised,
+// and of store_o_rows on its bf16 output rows; with the fp32 bytes of the chunk graph's input tensors (Q, K,
+// V, gates, betas) and of O, the units the cost model charges them in.
+Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t_load, double* t_store,
+                       double* in_bytes, double* out_bytes) {
+  const int64_t C = opt.C, K = opt.K, V = opt.V;
+  const Tensor q = bf16_tensor({1, C, 1, K}, rng), k = bf16_tensor({1, C, 1, K}, rng), v = bf16_tensor({1, C, 1, V}, rng);
+  const Tensor g = bf16_tensor({1, C, 1}, rng, -0.101f, -0.001f), beta = bf16_tensor({1, C, 1}, rng, 0.0f, 1.0f);
+  Inputs in{q.view(), k.view(), v.view(), g.view(), beta.view(), {}, {}, {}, {}};
+  Options o;
+  o.chunk_size = C;
+  o.use_qk_l2norm_in_kernel = true;
+  Problem p;
+  HANPU_RETURN_IF_ERROR(validate_problem(in, o, Mode::kChunk, &p));
+  const RowLoader<float> rows(p);
+  ChunkInputs ci(C, K, V, 1);
+  *t_load = median_ns(opt.reps, [&] { ci.load(p, rows, p.seqs[0], 0, {C, 0, 0, V}); });
+  const Tensor out(DType::kBF16, {1, C, 1, V});
+  const TensorView ov = with_strides(out.view());
+  const std::vector<float> o_rows = random_floats(C * V, rng);
+  *t_store = median_ns(opt.reps, [&] { store_o_rows(ov, 0, 0, C, 0, 0, V, o_rows.data()); });
+  *in_bytes = static_cast<double>(C * (2 * K + V + 2)) * 4;
+  *out_bytes = static_cast<double>(C * V) * 4;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -130,12 +168,35 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
                 (long long)V, t_bpack, t_bpack_half);
   progress(line);
 
+  // The triangular inverse of a chunk's (I + A), A strictly lower with entries of a chunk's size (the
+  // engine's blocked forward substitution: scalar chains in the diagonal blocks, GEMMs beside them).
+  std::vector<float> amat(C * C, 0.0f), tinv(C * C), tscratch(kTrilBlock * C);
+  for (int64_t i = 0; i < C; ++i) {
+    for (int64_t jj = 0; jj < i; ++jj) amat[i * C + jj] = 0.1f * a[(i * C + jj) % (C * K)];
+  }
+  const double t_solve = median_ns(opt.reps, [&] { tril_unit_inverse_simd(C, amat.data(), C, tinv.data(), C, tscratch.data()); });
+  const double solve_macs = static_cast<double>(C) * (C - 1) * (C - 2) / 6.0;  // plan::OpNode::macs()
+  std::snprintf(line, sizeof line, "triangular inverse %lldx%lld: %.0f ns, %.2f MACs/ns", (long long)C, (long long)C,
+                t_solve, solve_macs / t_solve);
+  progress(line);
+  // A GDN chunk's rows as the engine loads them (bf16 q, k, v, gates and betas, q and k l2-normalised, in
+  // cache: the DRAM misses of a long sequence's rows come on top) and its bf16 output rows' store.
+  double t_load = 0, t_store = 0, in_bytes = 0, out_bytes = 0;
+  HANPU_RETURN_IF_ERROR(time_chunk_rows(opt, rng, &t_load, &t_store, &in_bytes, &out_bytes));
+  std::snprintf(line, sizeof line, "chunk rows (bf16, l2norm, in cache): load %.0f ns, store %.0f ns", t_load, t_store);
+  progress(line);
+
   j["description"] = "The CPU hanpu builds on, one core per head, with costs measured by hanpu calibrate (ns)";
   j["clock_ghz"] = measured(1.0, "calibrated costs are in nanoseconds: the clock is fixed at 1 GHz");
   j["matrix"]["macs_per_cycle"] = measured(macs_per_ns, by + "SIMD GEMM on a chunk's C x V x K");
   j["matrix"]["dense_penalty"] = measured(std::max(1e-3, t_tn / t_nn),
                                           by + "update GEMM with its operand transposed in place / on a packed panel");
+  j["matrix"]["solve_macs_per_cycle"] = measured(solve_macs / t_solve, by + "the triangular inverse of a C x C chunk matrix");
   j["vector"]["bytes_per_cycle"] = measured(bytes / t_vec, by + "row scaling of a chunk's C x K rows");
+  j["chunk_rows"]["load_bytes_per_cycle"] =
+      measured(in_bytes / t_load, by + "loading a GDN chunk's bf16 rows (l2norm, in cache), per fp32 byte of its inputs");
+  j["chunk_rows"]["store_bytes_per_cycle"] =
+      measured(out_bytes / t_store, by + "storing a chunk's o rows as bf16, per fp32 byte of O");
   j["layout"]["transform_bytes_per_cycle"] = measured(2.0 / slope, by + "packing a C x K block into a panel (slope)");
   j["layout"]["transform_fixed_cycles"] = measured(fixed, by + "packing a C x K block into a panel (intercept)");
   const std::string unit = by + "kernel set " + ks.name + " (" + ks.bf16_unit + "), ";

@@ -4,7 +4,11 @@
 // - matrix.macs_per_cycle: MACs per ns of the SIMD GEMM on a chunk's shape (C x V x K, row-major);
 // - matrix.dense_penalty: the update GEMM (K x V x C) reading its operand transposed in place, over the
 //   same GEMM on a packed [K, C] panel (the engine's two forms of that step);
+// - matrix.solve_macs_per_cycle: the triangular inverse's MACs (C (C-1) (C-2) / 6) per ns, on a C x C chunk
+//   matrix (its diagonal blocks' forward substitution does not run at the GEMM rate);
 // - vector.bytes_per_cycle: bytes per ns of the row-scaling kernel on a chunk of rows;
+// - chunk_rows: loading a GDN chunk's bf16 rows (q and k l2-normalised) and storing its bf16 o rows, per fp32
+//   byte of the chunk graph's input tensors and of O, in cache (a long sequence's DRAM misses come on top);
 // - layout.transform_*: packing a [C, K] block into a [K, C] panel, per byte (the cost model charges
 //   2 x bytes / rate: one read and one write) and its fixed cost (the intercept of two sizes);
 // - bf16_matrix: the active kernel set's bf16 GEMM on a chunk's shape with its right operand packed (MACs

@@ -194,6 +194,7 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.matrix_macs_per_cycle = mx.sourced_number("macs_per_cycle");
   d.matrix_requires_blocked = mx.sourced_flag("requires_blocked");
   d.matrix_dense_penalty = mx.sourced_number("dense_penalty");
+  if (r.ok() && mx.raw().contains("solve_macs_per_cycle")) d.solve_macs_per_cycle = mx.sourced_number("solve_macs_per_cycle");
   const JsonReader vx = r.child("vector");
   d.vector_allows_blocked = vx.sourced_flag("allows_blocked");
   d.vector_bytes_per_cycle = vx.sourced_number("bytes_per_cycle");
@@ -226,6 +227,11 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     d.load_slots = static_cast<int>(bx.sourced_integer("load_slots", 1, 4));
     const Memory* vm = d.memory(d.vector_mem);
     d.vector_scratch_bytes = bx.sourced_integer("vector_scratch_bytes", 0, vm != nullptr ? vm->bytes : 0);
+  }
+  if (r.ok() && j.contains("chunk_rows")) {
+    const JsonReader cx = r.child("chunk_rows");
+    d.rows_load_bytes_per_cycle = cx.sourced_number("load_bytes_per_cycle");
+    d.rows_store_bytes_per_cycle = cx.sourced_number("store_bytes_per_cycle");
   }
   if (r.ok() && j.contains("sim")) read_sim(r, d);
   if (!r.ok()) return InvalidArgument(origin + ": " + r.status().message());

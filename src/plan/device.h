@@ -56,6 +56,10 @@ struct Device {
   std::string vector_mem, matrix_operand_mem, matrix_result_mem, state_mem, materialised_mem;
   std::string matrix_left_mem, matrix_right_mem;  // optional: where the matrix unit reads its operands
   double matrix_macs_per_cycle = 1;
+  // Optional (matrix.solve_macs_per_cycle; 0: the matrix rate): the rate of the triangular inverse's MACs,
+  // where the solve does not run at the GEMM rate (the host's forward substitution of its diagonal blocks
+  // is scalar chains; hanpu calibrate measures the whole inverse).
+  double solve_macs_per_cycle = 0;
   bool matrix_requires_blocked = false;
   double matrix_dense_penalty = 1;      // cycles factor of a GEMM reading a transposed operand in place
                                         // (dense) instead of from a blocked/packed copy (when allowed)
@@ -82,6 +86,12 @@ struct Device {
   // data movers reserve (e.g. Ascend's Nd2Nz staging).
   int load_slots = 1;
   int64_t vector_scratch_bytes = 0;
+  // The host engine's chunk rows (optional section "chunk_rows", written by hanpu calibrate): loading a
+  // chunk's input rows from the call's tensors (widened to fp32, q and k l2-normalised) and storing its
+  // output rows, per fp32 byte of the chunk graph's input tensors and of O. Charged with the gate cumsum
+  // (the engine's load step) and with O (its store step); 0: not modelled (the NPU model moves rows with its
+  // own DMA queues).
+  double rows_load_bytes_per_cycle = 0, rows_store_bytes_per_cycle = 0;
   bool has_sim = false;
   SimParams sim;
 

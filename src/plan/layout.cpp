@@ -71,6 +71,7 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
     // Tiles are whole: every GEMM dimension is padded to the device's block.
     const double b = static_cast<double>(d_.block_rows);
     auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
+    if (o.kind == OpKind::kSolve && d_.solve_macs_per_cycle > 0) return o.macs() / d_.solve_macs_per_cycle;
     double macs = o.kind == OpKind::kGemm ? pad(o.m) * pad(o.n) * pad(o.k) : o.macs();
     const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense
     return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense && transposed ? d_.matrix_dense_penalty : 1.0);
@@ -78,7 +79,20 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
   // Vector work runs at its result's working precision (fp32 for everything a chunk computes).
   const double bytes = o.vector_ops * elem_bytes(g, o.outputs[0], d_, d_.vector_mem);
   const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;
-  return d_.vector_cycles(bytes) * penalty;
+  return d_.vector_cycles(bytes) * penalty + rows_cost(g, o);
+}
+
+double DeviceCostModel::rows_cost(const Graph& g, const OpNode& o) const {
+  if (o.code == OpCode::kCumsum && d_.rows_load_bytes_per_cycle > 0) {
+    double bytes = 0;
+    for (const TensorNode& t : g.tensors) bytes += t.role == Role::kInput ? static_cast<double>(t.rows * t.cols) * 4 : 0;
+    return bytes / d_.rows_load_bytes_per_cycle;
+  }
+  if (o.code == OpCode::kO && d_.rows_store_bytes_per_cycle > 0) {
+    const TensorNode& t = g.tensors[o.outputs[0]];
+    return static_cast<double>(t.rows * t.cols) * 4 / d_.rows_store_bytes_per_cycle;
+  }
+  return 0;
 }
 
 double DeviceCostModel::transform_cost(const Graph& g, int t, Layout from, Layout to) const {

@@ -50,8 +50,10 @@ class CostModel {
 };
 
 // The analytic model of a device description: GEMM cycles = padded MACs / MACs per cycle (x the dense
-// penalty for a GEMM with a transposed operand run dense, where dense is allowed); vector cycles = bytes touched / vector bytes per cycle (x the
-// blocked penalty for row-wise operations); transform cycles = fixed + 2 x padded bytes / transform rate.
+// penalty for a GEMM with a transposed operand run dense, where dense is allowed), the solve's at the solve
+// rate where the device gives one; vector cycles = bytes touched / vector bytes per cycle (x the blocked
+// penalty for row-wise operations), plus the chunk rows' load and store where the device gives their rates;
+// transform cycles = fixed + 2 x padded bytes / transform rate.
 class DeviceCostModel : public CostModel {
  public:
   explicit DeviceCostModel(const Device& d) : d_(d) {}
@@ -61,6 +63,9 @@ class DeviceCostModel : public CostModel {
 
  private:
   int64_t padded(int64_t x, int64_t block) const { return (x + block - 1) / block * block; }
+  // The host's chunk rows (Device::rows_*): the input rows' load with the gate cumsum, the output rows' store
+  // with O; the same in every layout, so they move estimates, never the plan.
+  double rows_cost(const Graph& g, const OpNode& o) const;
   const Device& d_;
 };
 
