@@ -62,7 +62,7 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 // lo[r * ldl + c] = x[r * ldx + c] - round_bf16(x[r * ldx + c]) for r < rows, c < cols: the low term of the
 // two-term split x = hi + lo, hi = bf16(x). The difference is exact in fp32 (hi is x with its significand cut to
 // 8 bits, so x - hi has at most 16 significant bits at or below hi's exponent), so a bf16 product that reads
-// hi and bf16(lo) sees x to about 16 significant bits (relative error ~2^-17) instead of 8 (~2^-9). A
+// hi and bf16(lo) sees x to about 16 significant bits (relative error <= 2^-16) instead of 8 (<= 2^-8). A
 // non-finite x gives a non-finite lo.
 void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
 

@@ -21,8 +21,9 @@
 //
 // Two-term splits: the operands whose single rounding costs the output most enter the bf16 unit as x = hi +
 // lo, hi = bf16(x), lo = bf16(x - hi) (kernels/simd.h bf16_residual), about 16 significant bits instead of 8:
-// R in V' = T R and both operands of P V' (products hi hi + hi lo + lo hi; lo lo is below fp32's rounding of
-// the sum), and for KDA V' in the update too (GDN's update reads V' scaled in the step, single rounded).
+// R in V' = T R and both operands of P V' (products hi hi + hi lo + lo hi; lo lo, at most 2^-16 of a
+// product, is left out, as bf16(lo)'s own rounding is), and for KDA V' in the update too (GDN's update reads
+// V' scaled in the step, single rounded).
 // Why these: an fp64 emulation of the GEMM-first dataflow on the bench preset's data (T = 4096), rounding
 // one operand at a time, puts R, P and V' at 0.95-1.04 times the error of rounding o itself, each of the
 // others (S, T, KDA's scaled keys and queries, GDN's scaled V') at 0.06-0.38 times; with the three split, o
