@@ -20,6 +20,7 @@
 #include "ops/problem.h"
 #include "ops/rows.h"
 #include "plan/device.h"
+#include "plan/graph.h"
 
 namespace hanpu::plan {
 
@@ -60,10 +61,8 @@ Tensor bf16_tensor(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1.
 }
 
 // Median ns of ChunkInputs::load on one GDN chunk [C rows, K, V] of bf16 inputs with q and k l2-normalised,
-// and of store_o_rows on its bf16 output rows; with the fp32 bytes of the chunk graph's input tensors (Q, K,
-// V, gates, betas) and of O, the units the cost model charges them in.
-Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t_load, double* t_store,
-                       double* in_bytes, double* out_bytes) {
+// and of store_o_rows on its bf16 output rows.
+Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t_load, double* t_store) {
   const int64_t C = opt.C, K = opt.K, V = opt.V;
   const Tensor q = bf16_tensor({1, C, 1, K}, rng), k = bf16_tensor({1, C, 1, K}, rng), v = bf16_tensor({1, C, 1, V}, rng);
   const Tensor g = bf16_tensor({1, C, 1}, rng, -0.101f, -0.001f), beta = bf16_tensor({1, C, 1}, rng, 0.0f, 1.0f);
@@ -80,8 +79,6 @@ Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t
   const TensorView ov = with_strides(out.view());
   const std::vector<float> o_rows = random_floats(C * V, rng);
   *t_store = median_ns(opt.reps, [&] { store_o_rows(ov, 0, 0, C, 0, 0, V, o_rows.data()); });
-  *in_bytes = static_cast<double>(C * (2 * K + V + 2)) * 4;
-  *out_bytes = static_cast<double>(C * V) * 4;
   return Status::Ok();
 }
 
@@ -175,14 +172,18 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
     for (int64_t jj = 0; jj < i; ++jj) amat[i * C + jj] = 0.1f * a[(i * C + jj) % (C * K)];
   }
   const double t_solve = median_ns(opt.reps, [&] { tril_unit_inverse_simd(C, amat.data(), C, tinv.data(), C, tscratch.data()); });
-  const double solve_macs = static_cast<double>(C) * (C - 1) * (C - 2) / 6.0;  // plan::OpNode::macs()
+  // The units the cost model charges in: the chunk graph's solve MACs, its input tensors' and O's fp32 bytes.
+  const Graph g = build_chunk_graph(Kind::kGdn, C, K, V, GraphOptions{});
+  const auto solve = std::find_if(g.ops.begin(), g.ops.end(), [](const OpNode& o) { return o.kind == OpKind::kSolve; });
+  const double solve_macs = solve->macs();
   std::snprintf(line, sizeof line, "triangular inverse %lldx%lld: %.0f ns, %.2f MACs/ns", (long long)C, (long long)C,
                 t_solve, solve_macs / t_solve);
   progress(line);
   // A GDN chunk's rows as the engine loads them (bf16 q, k, v, gates and betas, q and k l2-normalised, in
   // cache: the DRAM misses of a long sequence's rows come on top) and its bf16 output rows' store.
-  double t_load = 0, t_store = 0, in_bytes = 0, out_bytes = 0;
-  HANPU_RETURN_IF_ERROR(time_chunk_rows(opt, rng, &t_load, &t_store, &in_bytes, &out_bytes));
+  double t_load = 0, t_store = 0;
+  HANPU_RETURN_IF_ERROR(time_chunk_rows(opt, rng, &t_load, &t_store));
+  const double in_bytes = g.bytes_of(Role::kInput), out_bytes = g.bytes_of(Role::kOutput);
   std::snprintf(line, sizeof line, "chunk rows (bf16, l2norm, in cache): load %.0f ns, store %.0f ns", t_load, t_store);
   progress(line);
 

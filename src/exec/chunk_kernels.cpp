@@ -323,12 +323,12 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   if (kept && !repack) {
     hi = &kept->of(L, N, X, ldx, terms.right);
     lo = &kept->low;
-  } else if (terms.right) {
-    x_low = residual(L, N, X, ldx);
-  }
-  if (!kept && !repack) {
-    simd::pack_bf16(L, N, X, ldx, &own);
-    if (x_low) simd::pack_bf16(L, N, x_low, N, &own_low);
+  } else {
+    if (terms.right) x_low = residual(L, N, X, ldx);
+    if (!repack) {
+      simd::pack_bf16(L, N, X, ldx, &own);
+      if (x_low) simd::pack_bf16(L, N, x_low, N, &own_low);
+    }
   }
   if (terms.left) {
     m_low.resize(static_cast<std::size_t>(L * L));

@@ -147,6 +147,12 @@ double Graph::matrix_macs() const {
   return s;
 }
 
+double Graph::bytes_of(Role r) const {
+  double s = 0;
+  for (const TensorNode& t : tensors) s += t.role == r ? static_cast<double>(t.bytes()) : 0;
+  return s;
+}
+
 namespace {
 
 // Builds the operators of one chunk. Shapes: Q, K [C, K]; V [C, V]; g [C, w] (w = 1 for GDN, K for

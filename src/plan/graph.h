@@ -112,6 +112,8 @@ struct Graph {
   std::vector<int> consumers(int t) const;
   int producer(int t) const;  // -1 for inputs and the incoming state
   double matrix_macs() const;
+  // Bytes of the tensors in role r (the chunk's inputs, its output O).
+  double bytes_of(Role r) const;
 };
 
 struct GraphOptions {

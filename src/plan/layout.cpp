@@ -84,13 +84,10 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
 
 double DeviceCostModel::rows_cost(const Graph& g, const OpNode& o) const {
   if (o.code == OpCode::kCumsum && d_.rows_load_bytes_per_cycle > 0) {
-    double bytes = 0;
-    for (const TensorNode& t : g.tensors) bytes += t.role == Role::kInput ? static_cast<double>(t.rows * t.cols) * 4 : 0;
-    return bytes / d_.rows_load_bytes_per_cycle;
+    return g.bytes_of(Role::kInput) / d_.rows_load_bytes_per_cycle;
   }
   if (o.code == OpCode::kO && d_.rows_store_bytes_per_cycle > 0) {
-    const TensorNode& t = g.tensors[o.outputs[0]];
-    return static_cast<double>(t.rows * t.cols) * 4 / d_.rows_store_bytes_per_cycle;
+    return g.bytes_of(Role::kOutput) / d_.rows_store_bytes_per_cycle;
   }
   return 0;
 }
