@@ -14,6 +14,7 @@
 
 #include "kernels/bf16_round.h"
 #include "kernels/kernel_set.h"
+#include "kernels/tril_inverse.h"
 
 namespace hanpu {
 namespace {
@@ -221,21 +222,6 @@ void check_exp_diff(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// Every row by one vector, exactly x * v per element, padding between rows untouched.
-void check_mul_rows(const KernelSet& ks, std::mt19937_64& rng) {
-  for (int64_t cols : {int64_t{1}, int64_t{17}, int64_t{128}}) {
-    const int64_t rows = 5, ldx = cols + 2;
-    const std::vector<float> X0 = randn(rows * ldx, rng), v = randn(cols, rng);
-    std::vector<float> X = X0;
-    ks.mul_rows(rows, cols, X.data(), ldx, v.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < ldx; ++c) {
-        ASSERT_EQ(X[r * ldx + c], c < cols ? X0[r * ldx + c] * v[c] : X0[r * ldx + c]) << ks.name << " " << r << "," << c;
-      }
-    }
-  }
-}
-
 // The transposed panel, exactly src * factor per element (unscaled, per-row and per-element factors), at
 // 4 x 4 tile edges, with the padding between dst rows untouched.
 void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
@@ -293,6 +279,57 @@ void check_bf16_residual(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The diagonal block's forward substitution, bit for bit the reference loop's (kernels/tril_inverse.h) at
+// every block size up to kTrilBlock (vector tails, one row, none), on entries at many scales, with signed
+// zeros (a -1000 gate's masked score is -0 for a negative k.k) and an infinite entry (non-finite where the
+// loop's result is); (I + A) T = I to fp32 accuracy; T's upper part and row padding untouched.
+void check_tril_block_inverse(const KernelSet& ks, std::mt19937_64& rng) {
+  const auto bits = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+  };
+  for (int64_t m = 0; m <= kTrilBlock; ++m) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const int64_t lda = m + 3, ldt = m + 2;
+      std::vector<float> A = randn(m * lda + 1, rng);
+      std::uniform_int_distribution<int> ex(-3, 1);
+      for (float& v : A) v = std::ldexp(v, ex(rng)) * 0.25f;
+      if (variant == 1) {  // signed zeros: whole sums of zeros, and zeros among nonzero terms
+        for (std::size_t k = 0; k < A.size(); k += 2) A[k] = (k / 2) % 2 ? -0.0f : 0.0f;
+      }
+      if (variant == 2 && m > 2) A[(m - 1) * lda + 1] = INFINITY;
+      std::vector<float> want(m * ldt + 1, 7.0f), got = want;
+      tril_block_inverse(m, A.data(), lda, want.data(), ldt);
+      ks.tril_block_inverse(m, A.data(), lda, got.data(), ldt);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < ldt; ++j) {
+          const float w = want[i * ldt + j], g = got[i * ldt + j];
+          if (j > i) {
+            ASSERT_EQ(bits(g), bits(7.0f)) << ks.name << " m " << m << " wrote above the diagonal at " << i << "," << j;
+          } else if (!std::isfinite(w)) {
+            ASSERT_FALSE(std::isfinite(g)) << ks.name << " m " << m << " at " << i << "," << j;
+          } else {
+            ASSERT_EQ(bits(g), bits(w)) << ks.name << " m " << m << " variant " << variant << " at " << i << "," << j
+                                        << ": " << g << " vs " << w;
+          }
+        }
+      }
+      if (variant == 2) continue;
+      for (int64_t i = 0; i < m; ++i) {  // (I + A) T = I on the lower part
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = got[i * ldt + j], mag = std::fabs(s);
+          for (int64_t r = j; r < i; ++r) {
+            s += static_cast<double>(A[i * lda + r]) * got[r * ldt + j];
+            mag += std::fabs(static_cast<double>(A[i * lda + r]) * got[r * ldt + j]);
+          }
+          ASSERT_NEAR(s, i == j ? 1.0 : 0.0, 1e-6 * (mag + 1)) << ks.name << " m " << m << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -332,22 +369,38 @@ void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   EXPECT_NEAR(ks.sum_squares(rows * cols, src.data()), ss, 1e-6 * ss) << name;
 }
 
-// Row dots against double sums, at odd lengths and an unaligned, padded matrix.
-void check_row_dots(const KernelSet& ks, std::mt19937_64& rng) {
-  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{131}}) {
-    const int64_t rows = 5, ldm = cols + 3;
-    const std::vector<float> M = randn(rows * ldm + 1, rng), a = randn(cols, rng), b = randn(cols, rng);
-    std::vector<float> oa(rows), ob(rows);
-    ks.row_dots2(rows, cols, M.data() + 1, ldm, a.data(), b.data(), oa.data(), ob.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      double wa = 0, wb = 0, mag = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        wa += static_cast<double>(M[1 + r * ldm + c]) * a[c];
-        wb += static_cast<double>(M[1 + r * ldm + c]) * b[c];
-        mag += std::fabs(M[1 + r * ldm + c]) * (std::fabs(a[c]) + std::fabs(b[c]));
+// One row of a KDA diagonal block's pairs: the decays stepped exactly (D_j r per element, the last row set
+// to 1, nothing beyond cols touched; no step without r), and both dots of X_j o D_j against the double
+// definition, at vector tails.
+void check_decayed_dots2(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (bool step : {true, false}) {
+    for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{131}}) {
+      for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{7}}) {
+        const int64_t ldd = cols + 2, ldx = cols + 3;
+        std::vector<float> D0(rows * ldd), r(cols);
+        for (float& v : D0) v = unit(rng);
+        for (float& v : r) v = unit(rng);
+        const std::vector<float> X = randn(rows * ldx, rng), a = randn(cols, rng), b = randn(cols, rng);
+        std::vector<float> D = D0, oa(rows), ob(rows);
+        ks.decayed_dots2(rows, cols, D.data(), ldd, step ? r.data() : nullptr, X.data(), ldx, a.data(), b.data(),
+                         oa.data(), ob.data());
+        for (int64_t j = 0; j < rows; ++j) {
+          double wa = 0, wb = 0, mag = 0;
+          for (int64_t c = 0; c < ldd; ++c) {
+            const float d0 = D0[j * ldd + c];
+            const float want = c >= cols ? d0 : j == rows - 1 ? 1.0f : step ? d0 * r[c] : d0;
+            ASSERT_EQ(D[j * ldd + c], want) << ks.name << " D at " << j << "," << c << " cols " << cols;
+            if (c >= cols) continue;
+            const double x = static_cast<double>(X[j * ldx + c]) * want;
+            wa += x * a[c];
+            wb += x * b[c];
+            mag += std::fabs(x) * (std::fabs(a[c]) + std::fabs(b[c]));
+          }
+          EXPECT_NEAR(oa[j], wa, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols << " rows=" << rows;
+          EXPECT_NEAR(ob[j], wb, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols << " rows=" << rows;
+        }
       }
-      EXPECT_NEAR(oa[r], wa, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols;
-      EXPECT_NEAR(ob[r], wb, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols;
     }
   }
 }
@@ -441,11 +494,11 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
     check_exp_diff(ks, rng);
-    check_mul_rows(ks, rng);
     check_pack_transposed(ks, rng);
     check_bf16_residual(ks, rng);
+    check_tril_block_inverse(ks, rng);
     check_vector_kernels(ks, rng);
-    check_row_dots(ks, rng);
+    check_decayed_dots2(ks, rng);
     check_decode(ks, rng);
   }
 }

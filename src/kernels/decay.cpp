@@ -78,7 +78,7 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
                              float* A, float* P, int64_t ld, float* scratch) {
   double flops = 0;
   const int64_t B = kIntraBlock;
-  float* kl = scratch;        // [B, K]  k_j o exp(G_n - G_j) for the previous block's rows j
+  float* kl = scratch;        // [B, K]  exp(G_n - G_j) for the previous block's rows j
   float* klt = kl + B * K;    // [K, L]  column j: k_j o exp(G_n - G_j), j < n, for the current block start n
   float* e = klt + K * L;     // [B, K]  exponent factors of the current rows
   float* kr = e + B * K;      // [B, K]
@@ -101,8 +101,7 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
         simd::scale_rows(K, p0, klt, L, e, 1, nullptr, klt, L);
       }
       exp_diff(B, gn, 0, G + p0 * K, K, kl);  // exp(G_n - G_j), p <= j < n
-      simd::scale_rows(B, K, Kc + p0 * K, K, kl, K, nullptr, kl, K);
-      pack_transposed(B, K, kl, K, nullptr, 1, klt + p0, L);
+      pack_transposed(B, K, Kc + p0 * K, K, kl, K, klt + p0, L);  // k_j o exp(G_n - G_j), transposed
       exp_diff(m, G + r0 * K, K, gn, 0, e);  // exp(G_i - G_n)
       simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
       simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
@@ -119,15 +118,11 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
     float* D = kr;  // the off-diagonal tiles are done with kr and qr
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t nj = i - r0 + 1;
-      if (i > r0) {
-        exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
-        simd::mul_rows(nj - 1, K, D, K, qr);
-      }
-      std::fill(D + (nj - 1) * K, D + nj * K, 1.0f);
-      simd::scale_rows(nj, K, Kc + r0 * K, K, D, K, nullptr, e, K);  // k_j o exp(G_i - G_j)
+      if (i > r0) exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
       float* sa = A + i * ld + r0;
       float* sp = P + i * ld + r0;
-      simd::row_dots2(nj, K, e, K, Kc + i * K, Q + i * K, sa, sp);
+      // (k_j o exp(G_i - G_j)) . k_i and . q_i, D stepped to row i on the way
+      simd::decayed_dots2(nj, K, D, K, i > r0 ? qr : nullptr, Kc + r0 * K, K, Kc + i * K, Q + i * K, sa, sp);
       for (int64_t j = 0; j < nj; ++j) sa[j] *= beta[i];
       sa[nj - 1] = 0.0f;  // the diagonal of A is 0
       std::fill(A + i * ld + i, A + i * ld + L, 0.0f);

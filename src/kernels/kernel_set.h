@@ -55,9 +55,10 @@ struct KernelSet {
                          const float* k, const float* v, float beta, float* o);
   void (*decode_v_first)(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q,
                          const float* k, const float* v, float beta, float* o);
-  // out_a[r] = M[r, :] . a, out_b[r] = M[r, :] . b.
-  void (*row_dots2)(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b,
-                    float* out_a, float* out_b);
+  // The pairs of one row of a KDA diagonal block (simd.h decayed_dots2): the running decays D stepped by r
+  // (j < rows - 1), the last set to 1, and out_a[j] = (X_j o D_j) . a, out_b[j] = (X_j o D_j) . b.
+  void (*decayed_dots2)(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X,
+                        int64_t ldx, const float* a, const float* b, float* out_a, float* out_b);
   // Rounds of twelve independent register FMA chains; returns the flops executed (the fp32 peak probe).
   double (*fma_peak)(int64_t iters);
   // The bf16 precision mode's GEMMs: the gemm_nn / gemm_tn products with both operands rounded to bf16
@@ -83,8 +84,6 @@ struct KernelSet {
                          float* p);
   // Decay factors from gate cumsums (simd.h exp_diff), exp as exp_f32 computes it.
   void (*exp_diff)(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
-  // X[r, c] *= v[c]: every row by one vector (simd.h mul_rows).
-  void (*mul_rows)(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v);
   // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k
   // as loaded): pack_bf16_rows_t packs B = X^T for X [N, Kd] (row stride ldx), as pack_bf16 would pack the
   // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit.
@@ -97,6 +96,9 @@ struct KernelSet {
                           float* dst, int64_t ldd);
   // lo[r, c] = x[r, c] - bf16(x[r, c]): the low term of x's two-term bf16 split (simd.h bf16_residual).
   void (*bf16_residual)(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
+  // One m x m (m <= kTrilBlock) diagonal block of the unit lower-triangular inverse by forward substitution,
+  // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_block_inverse).
+  void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -6,6 +6,7 @@
 #include "kernels/bf16_round.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_set.h"
+#include "kernels/tril_inverse.h"
 
 namespace hanpu {
 
@@ -64,16 +65,23 @@ void decode(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, con
   }
 }
 
-void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
-               float* out_b) {
-  for (int64_t r = 0; r < rows; ++r) {
+void decayed_dots2(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X, int64_t ldx,
+                   const float* a, const float* b, float* out_a, float* out_b) {
+  for (int64_t j = 0; j < rows; ++j) {
     float sa = 0, sb = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      sa += M[r * ldm + c] * a[c];
-      sb += M[r * ldm + c] * b[c];
+      float& dj = D[j * ldd + c];
+      if (j == rows - 1) {
+        dj = 1.0f;
+      } else if (r) {
+        dj *= r[c];
+      }
+      const float x = X[j * ldx + c] * dj;
+      sa += x * a[c];
+      sb += x * b[c];
     }
-    out_a[r] = sa;
-    out_b[r] = sb;
+    out_a[j] = sa;
+    out_b[j] = sb;
   }
 }
 
@@ -134,12 +142,6 @@ void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const do
   }
 }
 
-void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) X[r * ldx + c] *= v[c];
-  }
-}
-
 void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                      float* dst, int64_t ldd) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -160,10 +162,10 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &exp_f32,  &scale_rows,
-          &beta_residual, &decode<false>, &decode<true>, &row_dots2, &fma_peak,
+          &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &mul_rows, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
-          &bf16_residual, "fp32 FMA on rounded operands", nullptr};
+          &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
+          &bf16_residual, &tril_block_inverse, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -66,6 +66,11 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 // non-finite x gives a non-finite lo.
 void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
 
+// T = (I + A)^-1 on one m x m diagonal block (m <= kTrilBlock; A strictly lower, row stride lda; T row
+// stride ldt, its upper part not written): the forward substitution of kernels/tril_inverse.h
+// tril_block_inverse, every row's entries at once, with its bits.
+void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
+
 // Row i of a GDN chunk's decay-masked scores, in place over columns j < L: with
 //   m_j = exp(float(G_i - G_j)) * (cf ? cf[j] : 1)     (G: the chunk's gate cumsums, in double)
 //   a_j <- a_j * (ra * m_j) for j < i, 0 for j >= i;    p_j <- p_j * (rp * m_j) for j <= i, 0 beyond.
@@ -89,9 +94,6 @@ void exp_f32(int64_t n, const float* x, float* y);
 void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                 const float* rowscale, float* dst, int64_t ldd);
 
-// X[r, c] *= v[c] for r < rows, c < cols (row stride ldx): every row by one vector.
-void mul_rows(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* v);
-
 // out[i, j] = beta[i] * (v[i, j] - ks[i, j]) over contiguous [rows, cols] matrices.
 void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v, const float* ks, float* out);
 
@@ -103,9 +105,14 @@ void decode_k_first(int64_t K, int64_t V, float* S, int64_t lds, const float* de
 void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                     const float* v, float beta, float* o);
 
-// out_a[r] = M[r, :] . a and out_b[r] = M[r, :] . b for r < rows.
-void row_dots2(int64_t rows, int64_t cols, const float* M, int64_t ldm, const float* a, const float* b, float* out_a,
-               float* out_b);
+// Row i's pairs inside a KDA diagonal block (kernels/decay.cpp), the block's rows j < rows (the last is
+// row i itself), with D [rows, cols] (row stride ldd) the running decays exp(G_i - G_j):
+//   D_j <- D_j o r   for j < rows - 1 (r: exp(G_i - G_{i-1}) per channel; null: D is already row i's),
+//   D_{rows-1} = 1,
+//   out_a[j] = (X_j o D_j) . a,  out_b[j] = (X_j o D_j) . b      (X_j: row j of X, row stride ldx)
+// in one pass over D and X: each decay is stepped, applied and dotted while it is in registers.
+void decayed_dots2(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X, int64_t ldx,
+                   const float* a, const float* b, float* out_a, float* out_b);
 
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).

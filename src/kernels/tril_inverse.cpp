@@ -7,14 +7,11 @@
 
 namespace hanpu {
 
-namespace {
-
-// Forward substitution on the diagonal block [r0, r1).
-void invert_diagonal_block(int64_t r0, int64_t r1, const float* A, int64_t lda, float* T, int64_t ldt) {
-  for (int64_t i = r0; i < r1; ++i) {
+void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt) {
+  for (int64_t i = 0; i < m; ++i) {
     float* ti = T + i * ldt;
     const float* ai = A + i * lda;
-    for (int64_t j = r0; j < i; ++j) {
+    for (int64_t j = 0; j < i; ++j) {
       float acc = ai[j];
       for (int64_t r = j + 1; r < i; ++r) acc += ai[r] * T[r * ldt + j];
       ti[j] = -acc;
@@ -23,15 +20,13 @@ void invert_diagonal_block(int64_t r0, int64_t r1, const float* A, int64_t lda, 
   }
 }
 
-}  // namespace
-
 void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt) {
   for (int64_t i = 0; i < n; ++i) std::fill(T + i * ldt, T + i * ldt + n, 0.0f);
   const int64_t nb = (n + kTrilBlock - 1) / kTrilBlock;
   float X[kTrilBlock * kTrilBlock];
   for (int64_t bi = 0; bi < nb; ++bi) {
     const int64_t i0 = bi * kTrilBlock, i1 = std::min(n, i0 + kTrilBlock), mi = i1 - i0;
-    invert_diagonal_block(i0, i1, A, lda, T, ldt);
+    tril_block_inverse(mi, A + i0 * lda + i0, lda, T + i0 * ldt + i0, ldt);
     for (int64_t bj = bi - 1; bj >= 0; --bj) {
       const int64_t j0 = bj * kTrilBlock, mj = kTrilBlock;  // blocks left of the diagonal are full
       // X = A[i0:i1, j0:i0] * T[j0:i0, j0:j0+mj]   (T is lower triangular, so rows j0..i0 cover R = J..I-1)
@@ -50,7 +45,7 @@ int64_t tril_unit_inverse_simd(int64_t n, const float* A, int64_t lda, float* T,
   int64_t macs = 0;
   for (int64_t bi = 0; bi < nb; ++bi) {
     const int64_t i0 = bi * kTrilBlock, i1 = std::min(n, i0 + kTrilBlock), mi = i1 - i0;
-    invert_diagonal_block(i0, i1, A, lda, T, ldt);
+    simd::tril_block_inverse(mi, A + i0 * lda + i0, lda, T + i0 * ldt + i0, ldt);
     macs += mi * mi * mi / 6;
     if (bi == 0) continue;
     // All blocks left of the diagonal at once: X = A[I, 0:i0] * T[0:i0, 0:i0] (T lower triangular, so

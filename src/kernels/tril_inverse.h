@@ -15,6 +15,12 @@ inline constexpr int64_t kTrilBlock = 16;
 
 void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt);
 
+// One diagonal block (m x m, m <= kTrilBlock) by forward substitution, the reference kernel set's entry:
+//   T_ij = -(A_ij + sum_{j<r<i} A_ir T_rj)  for j < i,  T_ii = 1,
+// the sum in ascending r, each product rounded before it is added (this file is built without floating
+// contraction, so a compiler does not fuse them on targets with FMA). T's upper part is not written.
+void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
+
 }  // namespace hanpu
 
 namespace hanpu {
