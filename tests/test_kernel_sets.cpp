@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/bf16_round.h"
+#include "kernels/decay.h"
 #include "kernels/kernel_set.h"
 #include "kernels/tril_inverse.h"
 
@@ -134,7 +135,7 @@ void check_bf16_conversions(const KernelSet& ks, std::mt19937_64& rng) {
 // tolerance below the smallest normal float).
 void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> gate(-3.0, 0.0);
-  for (int64_t L : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{64}}) {
+  for (int64_t L : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{25}, int64_t{64}}) {
     std::vector<double> G(L);
     double g = 0;
     for (double& x : G) x = (g += gate(rng));
@@ -149,6 +150,16 @@ void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
           const std::string at = " row " + std::to_string(i) + " col " + std::to_string(j) + " of " + std::to_string(L);
           ASSERT_NEAR(a[j], wa, 1e-6 * std::fabs(wa) + 1e-37) << ks.name << " a," << at;
           ASSERT_NEAR(p[j], wp, 1e-6 * std::fabs(wp) + 1e-37) << ks.name << " p," << at;
+        }
+        // Bit for bit: exp as the set's exp_f32 computes it, whichever lane group (full vector, half, single)
+        // a column falls in, then the factors in the definition's order.
+        std::vector<float> x(L), m(L);
+        for (int64_t j = 0; j < L; ++j) x[j] = static_cast<float>(G[i] - G[j]);
+        ks.exp_f32(L, x.data(), m.data());
+        for (int64_t j = 0; j <= i; ++j) {
+          const float mj = factors ? m[j] * cf[j] : m[j];
+          if (j < i) ASSERT_EQ(a[j], a0[j] * (0.75f * mj)) << ks.name << " a, row " << i << " col " << j << " of " << L;
+          ASSERT_EQ(p[j], p0[j] * (1.5f * mj)) << ks.name << " p, row " << i << " col " << j << " of " << L;
         }
         EXPECT_EQ(a[L], a0[L]) << ks.name << ": wrote past the row";
         EXPECT_EQ(p[L], p0[L]) << ks.name << ": wrote past the row";
@@ -330,6 +341,32 @@ void check_tril_block_inverse(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// A chunk's gate cumsums, bit for bit the scalar loop's (kernels/decay.h) at vector tails (w = 1 is GDN's
+// scalar gate, 128 KDA's channels), with -1000 gates, signed zeros and an infinite gate among them.
+void check_gate_cumsum(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> gate(-0.5f, 0.0f);
+  std::uniform_int_distribution<int> pick(0, 40);
+  for (int64_t w : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{17}, int64_t{128}}) {
+    for (int64_t L : {int64_t{1}, int64_t{5}, int64_t{64}}) {
+      std::vector<float> g(L * w);
+      for (float& x : g) {
+        const int k = pick(rng);
+        x = k == 0 ? -1000.0f : k == 1 ? -0.0f : k == 2 ? 0.0f : gate(rng);
+      }
+      if (L * w > 7) g[7] = -INFINITY;
+      std::vector<double> want(L * w + 1, 5.0), got = want;
+      gate_cumsum(L, w, g.data(), want.data());
+      ks.gate_cumsum(L, w, g.data(), got.data());
+      for (int64_t i = 0; i <= L * w; ++i) {
+        uint64_t a, b;
+        std::memcpy(&a, &want[i], sizeof a);
+        std::memcpy(&b, &got[i], sizeof b);
+        ASSERT_EQ(b, a) << ks.name << " w " << w << " L " << L << " at " << i << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -497,6 +534,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_pack_transposed(ks, rng);
     check_bf16_residual(ks, rng);
     check_tril_block_inverse(ks, rng);
+    check_gate_cumsum(ks, rng);
     check_vector_kernels(ks, rng);
     check_decayed_dots2(ks, rng);
     check_decode(ks, rng);

@@ -167,7 +167,7 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   }
   rows.gates(s.batch, c.t0, L, hv, graw.data());
   rows.betas(s.batch, c.t0, L, hv, beta.data());
-  gate_cumsum(L, w, graw.data(), G.data());
+  simd::gate_cumsum(L, w, graw.data(), G.data());
   // Exponents are differences taken in double, then rounded to float for the vector exp: all <= 0 for
   // non-positive gates (exp(G), exp(G_last - G)).
   const double* gl = G.data() + (L - 1) * w;

@@ -99,6 +99,8 @@ struct KernelSet {
   // One m x m (m <= kTrilBlock) diagonal block of the unit lower-triangular inverse by forward substitution,
   // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_block_inverse).
   void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
+  // A chunk's gate cumsums in double, bit for bit as kernels/decay.h gate_cumsum sums them (simd.h).
+  void (*gate_cumsum)(int64_t L, int64_t w, const float* g, double* G);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -5,6 +5,7 @@
 
 #include "kernels/bf16_round.h"
 #include "kernels/gemm.h"
+#include "kernels/decay.h"
 #include "kernels/kernel_set.h"
 #include "kernels/tril_inverse.h"
 
@@ -165,7 +166,7 @@ KernelSet make_reference_kernel_set() {
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
-          &bf16_residual, &tril_block_inverse, "fp32 FMA on rounded operands", nullptr};
+          &bf16_residual, &tril_block_inverse, &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -129,18 +129,14 @@ void ExpF32(int64_t n, const float* x, float* y) {
   for (; i < n; ++i) hn::StoreU(hn::Exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
 }
 
-// One lane group of DecayMaskRow at columns [j, j + Lanes(d32)): m = exp(float(G_i - G_j)) (cf_j), then
-// a_j *= ra m for j < i and p_j *= rp m for j <= i, zero beyond. D64 and D32 have the same lane count.
-template <class D64, class D32>
-HWY_INLINE void DecayMaskLanes(D64 d64, D32 d32, int64_t i, int64_t j, double gi, const double* G, const float* cf,
-                               float ra, float rp, float* a, float* p) {
+// One lane group of DecayMaskRow at columns [j, j + Lanes(d32)), x_j = float(G_i - G_j) given: m = exp(x)
+// (cf_j), then a_j *= ra m for j < i and p_j *= rp m for j <= i, zero beyond. Exp works lane by lane, so
+// a lane's m is the same in a full vector or a narrower one.
+template <class D32>
+HWY_INLINE void DecayMaskLanes(D32 d32, int64_t i, int64_t j, hn::Vec<D32> x, const float* cf, float ra, float rp,
+                               float* a, float* p) {
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d32));
-  if (j > i) {  // wholly above the diagonal
-    if (a) hn::StoreU(hn::Zero(d32), d32, a + j);
-    if (p) hn::StoreU(hn::Zero(d32), d32, p + j);
-    return;
-  }
-  auto m = hn::Exp(d32, hn::DemoteTo(d32, hn::Sub(hn::Set(d64, gi), hn::LoadU(d64, G + j))));
+  auto m = hn::Exp(d32, x);
   if (cf) m = hn::Mul(m, hn::LoadU(d32, cf + j));
   if (a) {
     const auto below = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i - j)));
@@ -150,6 +146,13 @@ HWY_INLINE void DecayMaskLanes(D64 d64, D32 d32, int64_t i, int64_t j, double gi
     const auto upto = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i + 1 - j)));
     hn::StoreU(hn::IfThenElseZero(upto, hn::Mul(hn::LoadU(d32, p + j), hn::Mul(hn::Set(d32, rp), m))), d32, p + j);
   }
+}
+
+// Zeros a and p over a lane group wholly above the diagonal (j > i).
+template <class D32>
+HWY_INLINE void DecayMaskZero(D32 d32, int64_t j, float* a, float* p) {
+  if (a) hn::StoreU(hn::Zero(d32), d32, a + j);
+  if (p) hn::StoreU(hn::Zero(d32), d32, p + j);
 }
 
 // out[r * cols + d] = exp(float(Ga[r * sa + d] - (Gb ? Gb[r * sb + d] : 0))), the difference in double. The
@@ -187,15 +190,41 @@ void ExpDiff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const dou
   }
 }
 
+// Full float vectors first, their exponents from two double vectors demoted and combined (as ExpDiff
+// does: one Exp per full float vector, where a double-width group would run Exp on half vectors), then
+// double-width groups and single lanes for the tail.
 void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
+  const double gi = G[i];
+  int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Repartition<double, decltype(df)> dd;
+  const int64_t nf = static_cast<int64_t>(hn::Lanes(df)), nh = static_cast<int64_t>(hn::Lanes(dh));
+  for (; j + nf <= L; j += nf) {
+    if (j > i) {
+      DecayMaskZero(df, j, a, p);
+      continue;
+    }
+    const auto lo = hn::DemoteTo(dh, hn::Sub(hn::Set(dd, gi), hn::LoadU(dd, G + j)));
+    const auto hi = hn::DemoteTo(dh, hn::Sub(hn::Set(dd, gi), hn::LoadU(dd, G + j + nh)));
+    DecayMaskLanes(df, i, j, hn::Combine(df, hi, lo), cf, ra, rp, a, p);
+  }
+#endif
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
   const hn::CappedTag<double, 1> d64_1;
   const hn::CappedTag<float, 1> d32_1;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d64));
-  int64_t j = 0;
-  for (; j + nl <= L; j += nl) DecayMaskLanes(d64, d32, i, j, G[i], G, cf, ra, rp, a, p);
-  for (; j < L; ++j) DecayMaskLanes(d64_1, d32_1, i, j, G[i], G, cf, ra, rp, a, p);
+  const auto group = [&](auto dw, auto dn, int64_t at) {
+    if (at > i) {
+      DecayMaskZero(dn, at, a, p);
+    } else {
+      DecayMaskLanes(dn, i, at, hn::DemoteTo(dn, hn::Sub(hn::Set(dw, gi), hn::LoadU(dw, G + at))), cf, ra, rp, a, p);
+    }
+  };
+  for (; j + nl <= L; j += nl) group(d64, d32, j);
+  for (; j < L; ++j) group(d64_1, d32_1, j);
 }
 
 // Twelve independent FMA chains held in registers: the core's fp32 multiply-add throughput with no memory
@@ -531,6 +560,25 @@ void TrilBlockInverse(int64_t m, const float* A, int64_t lda, float* T, int64_t 
   }
 }
 
+// kernels/simd.h gate_cumsum: row i = row i - 1 + the widened gates (a float widens to double exactly, and
+// each double addition is the scalar loop's), a double vector of channels at a time.
+void GateCumsum(int64_t L, int64_t w, const float* g, double* G) {
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<float, decltype(d64)> d32;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d64));
+  for (int64_t i = 0; i < L; ++i) {
+    const float* gi = g + i * w;
+    double* Gi = G + i * w;
+    const double* prev = i > 0 ? Gi - w : nullptr;
+    int64_t d = 0;
+    for (; d + nl <= w; d += nl) {
+      const auto x = hn::PromoteTo(d64, hn::LoadU(d32, gi + d));
+      hn::StoreU(hn::Add(prev ? hn::LoadU(d64, prev + d) : hn::Zero(d64), x), d64, Gi + d);
+    }
+    for (; d < w; ++d) Gi[d] = (prev ? prev[d] : 0.0) + gi[d];
+  }
+}
+
 void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                   bool accumulate, float* C, int64_t ldc) {
   gemm_bf16_rows_by_widening(&GemmNN, M, N, Kd, A, lda, B, accumulate, C, ldc);
@@ -545,7 +593,7 @@ KernelSet MakeKernelSet() {
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, &PackTransposed,
-          &Bf16Residual, &TrilBlockInverse, "fp32 FMA on rounded operands", nullptr};
+          &Bf16Residual, &TrilBlockInverse, &GateCumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -646,6 +694,8 @@ void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_
   }
   active_kernels().tril_block_inverse(m, A, lda, T, ldt);
 }
+
+void gate_cumsum(int64_t L, int64_t w, const float* g, double* G) { active_kernels().gate_cumsum(L, w, g, G); }
 
 }  // namespace simd
 

@@ -71,6 +71,10 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 // tril_block_inverse, every row's entries at once, with its bits.
 void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
 
+// G[i * w + d] = sum_{s <= i} g[s * w + d] in double (kernels/decay.h gate_cumsum: each channel in token
+// order from 0.0, so the same bits), every channel of a row at once.
+void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
+
 // Row i of a GDN chunk's decay-masked scores, in place over columns j < L: with
 //   m_j = exp(float(G_i - G_j)) * (cf ? cf[j] : 1)     (G: the chunk's gate cumsums, in double)
 //   a_j <- a_j * (ra * m_j) for j < i, 0 for j >= i;    p_j <- p_j * (rp * m_j) for j <= i, 0 beyond.
