@@ -367,6 +367,27 @@ void check_gate_cumsum(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// Rows' sums of squares side by side, bit for bit the set's one-row sum for each row, at vector tails and
+// row counts around the four-row block, with the padding between rows ignored.
+void check_sum_squares_rows(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{131}}) {
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{9}}) {
+      const int64_t ldx = n + 3;
+      const std::vector<float> x = randn(rows * ldx, rng);
+      std::vector<double> got(rows + 1, -1.0);
+      ks.sum_squares_rows(rows, n, x.data(), ldx, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const double want = ks.sum_squares(n, x.data() + r * ldx);
+        uint64_t a, b;
+        std::memcpy(&a, &want, sizeof a);
+        std::memcpy(&b, &got[r], sizeof b);
+        ASSERT_EQ(b, a) << ks.name << " n " << n << " rows " << rows << " row " << r;
+      }
+      EXPECT_EQ(got[rows], -1.0) << ks.name << ": wrote past the rows";
+    }
+  }
+}
+
 void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   const char* name = ks.name.c_str();
   const int64_t cb = ks.gemm_column_block;
@@ -535,6 +556,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_bf16_residual(ks, rng);
     check_tril_block_inverse(ks, rng);
     check_gate_cumsum(ks, rng);
+    check_sum_squares_rows(ks, rng);
     check_vector_kernels(ks, rng);
     check_decayed_dots2(ks, rng);
     check_decode(ks, rng);

@@ -155,15 +155,18 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     if (!q_cm) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
     if (!k_cm) load_row_f32(kv, at(kv, t, h), kv.stride(3), K, k.data() + i * K);
     if (raw_qk) {
-      fq[i] = rows.q_factor(q.data() + i * K);
-      fk[i] = rows.k_factor(k.data() + i * K);
       keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
       keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
-    } else {
-      rows.finish_q(q.data() + i * K);
-      rows.finish_k(k.data() + i * K);
     }
     if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
+  }
+  // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch.
+  if (raw_qk) {
+    rows.q_factors(L, q.data(), fq.data());
+    rows.k_factors(L, k.data(), fk.data());
+  } else {
+    rows.finish_q_rows(L, q.data(), fq.data());
+    rows.finish_k_rows(L, k.data(), fk.data());
   }
   rows.gates(s.batch, c.t0, L, hv, graw.data());
   rows.betas(s.batch, c.t0, L, hv, beta.data());

@@ -105,18 +105,38 @@ void GemmTN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const
   Gemm<true>(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
 }
 
-// sum x^2 over n floats: fp32 lanes, reduced in double.
-double SumSquares(int64_t n, const float* x) {
+// sum x^2 over each of R rows of n floats: per row one fp32 FMA chain over its vectors, the lanes summed
+// in fp32, then the tail added in double. The R rows' chains are independent, so they overlap.
+template <int R>
+HWY_INLINE void SumSquaresBlock(int64_t n, const float* x, int64_t ldx, double* out) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
-  auto acc = hn::Zero(d);
+  hn::Vec<decltype(d)> acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d);
   int64_t i = 0;
   for (; i + nl <= n; i += nl) {
-    const auto v = hn::LoadU(d, x + i);
-    acc = hn::MulAdd(v, v, acc);
+    for (int r = 0; r < R; ++r) {
+      const auto v = hn::LoadU(d, x + r * ldx + i);
+      acc[r] = hn::MulAdd(v, v, acc[r]);
+    }
   }
-  double s = hn::GetLane(hn::SumOfLanes(d, acc));
-  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (int r = 0; r < R; ++r) {
+    const float* xr = x + r * ldx;
+    double s = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+    for (int64_t c = i; c < n; ++c) s += static_cast<double>(xr[c]) * xr[c];
+    out[r] = s;
+  }
+}
+
+void SumSquaresRows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) SumSquaresBlock<4>(n, x + r * ldx, ldx, out + r);
+  for (; r < rows; ++r) SumSquaresBlock<1>(n, x + r * ldx, ldx, out + r);
+}
+
+double SumSquares(int64_t n, const float* x) {
+  double s;
+  SumSquaresBlock<1>(n, x, n, &s);
   return s;
 }
 
@@ -589,7 +609,7 @@ int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::Scala
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 KernelSet MakeKernelSet() {
-  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &ExpF32,
+  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &SumSquaresRows, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, &PackTransposed,
@@ -707,6 +727,9 @@ void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, 
 namespace simd {
 
 double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
+void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
+  active_kernels().sum_squares_rows(rows, n, x, ldx, out);
+}
 void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }
 
 void scale_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,

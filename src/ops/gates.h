@@ -1,6 +1,7 @@
 // Scalar gate, beta and norm functions of the operator contract (DESIGN.md §1), for float and double.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -42,6 +43,18 @@ inline R l2norm_factor(const R* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   }
   return static_cast<R>(1.0 / std::sqrt(ss + 1e-6));
+}
+
+// l2norm_factor (fp32) of rows [0, rows) of x (row stride ldx) at once: the kernel set sums several rows'
+// squares side by side, each row in sum_squares's order, so every factor is l2norm_factor's.
+inline void l2norm_factors(int64_t rows, int64_t n, const float* x, int64_t ldx, float* out) {
+  constexpr int64_t kBatch = 64;
+  double ss[kBatch];
+  for (int64_t r0 = 0; r0 < rows; r0 += kBatch) {
+    const int64_t m = std::min(kBatch, rows - r0);
+    simd::sum_squares_rows(m, n, x + r0 * ldx, ldx, ss);
+    for (int64_t r = 0; r < m; ++r) out[r0 + r] = static_cast<float>(1.0 / std::sqrt(ss[r] + 1e-6));
+  }
 }
 
 // x[i] <- x[i] * f for i < n. The fp32 paths multiply through the kernel set's SIMD (the same products as
