@@ -89,7 +89,7 @@ TEST(FuseStream, PairingWaitsOnlyWhileTheDeadlineAllows) {
 // dominant engines into one entry, and a later arrival is waited for by the clock.
 TEST(FuseStream, RunsOnOneHostCoreInRealTime) {
   plan::Device host;
-  ASSERT_TRUE(plan::load_device("host", &host).ok());
+  ASSERT_TRUE(plan::load_device(plan::devices_dir() + "/host.json", &host).ok());  // shipped, not a calibration
   std::vector<StreamTask> s;
   ASSERT_TRUE(parse_stream("0 gemm:96x96x96\n0 softmax:96x256:f32\n3000 rmsnorm:64x256\n", &s).ok());
   StreamResult fifo, pairing;
