@@ -367,7 +367,7 @@ void check_gate_cumsum(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// Rows' sums of squares side by side, bit for bit the set's one-row sum for each row, at vector tails and
+// Rows' sums of squares side by side, bit for bit each row summed alone, at vector tails and
 // row counts around the four-row block, with the padding between rows ignored.
 void check_sum_squares_rows(const KernelSet& ks, std::mt19937_64& rng) {
   for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{131}}) {
@@ -377,7 +377,8 @@ void check_sum_squares_rows(const KernelSet& ks, std::mt19937_64& rng) {
       std::vector<double> got(rows + 1, -1.0);
       ks.sum_squares_rows(rows, n, x.data(), ldx, got.data());
       for (int64_t r = 0; r < rows; ++r) {
-        const double want = ks.sum_squares(n, x.data() + r * ldx);
+        double want;
+        ks.sum_squares_rows(1, n, x.data() + r * ldx, n, &want);  // the row alone
         uint64_t a, b;
         std::memcpy(&a, &want, sizeof a);
         std::memcpy(&b, &got[r], sizeof b);
@@ -424,7 +425,9 @@ void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   }
   double ss = 0;
   for (float v : src) ss += static_cast<double>(v) * v;
-  EXPECT_NEAR(ks.sum_squares(rows * cols, src.data()), ss, 1e-6 * ss) << name;
+  double got_ss;
+  ks.sum_squares_rows(1, rows * cols, src.data(), rows * cols, &got_ss);
+  EXPECT_NEAR(got_ss, ss, 1e-6 * ss) << name;
 }
 
 // One row of a KDA diagonal block's pairs: the decays stepped exactly (D_j r per element, the last row set

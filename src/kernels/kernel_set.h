@@ -43,8 +43,8 @@ struct KernelSet {
   // C[M, N] = (acc ? C : 0) + A^T B with A stored [Kd, M] (lda >= M): the transposed operand read in place.
   void (*gemm_tn)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
                   float* C, int64_t ldc);
-  double (*sum_squares)(int64_t n, const float* x);          // sum x[i]^2 (reduced in double)
-  // out[r] = sum_squares(n, x + r * ldx) for r < rows, bit for bit, several rows side by side.
+  // out[r] = sum_c x[r * ldx + c]^2 (reduced in double) for r < rows, each row's bits whether it is summed
+  // alone (rows = 1, simd.h sum_squares) or beside others.
   void (*sum_squares_rows)(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out);
   void (*exp_f32)(int64_t n, const float* x, float* y);      // y = exp(x)
   // dst[r, c] = src[r, c] * scale[r * sw + (sw > 1 ? c : 0)] * (rowscale ? rowscale[r] : 1); dst may be src.

@@ -166,7 +166,7 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
-  return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares, &sum_squares_rows, &exp_f32,  &scale_rows,
+  return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares_rows, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,

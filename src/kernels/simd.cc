@@ -134,12 +134,6 @@ void SumSquaresRows(int64_t rows, int64_t n, const float* x, int64_t ldx, double
   for (; r < rows; ++r) SumSquaresBlock<1>(n, x + r * ldx, ldx, out + r);
 }
 
-double SumSquares(int64_t n, const float* x) {
-  double s;
-  SumSquaresBlock<1>(n, x, n, &s);
-  return s;
-}
-
 void ExpF32(int64_t n, const float* x, float* y) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
@@ -210,9 +204,8 @@ void ExpDiff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const dou
   }
 }
 
-// Full float vectors first, their exponents from two double vectors demoted and combined (as ExpDiff
-// does: one Exp per full float vector, where a double-width group would run Exp on half vectors), then
-// double-width groups and single lanes for the tail.
+// Full float vectors, their exponents from two double vectors demoted and combined (as ExpDiff does: one
+// Exp per full float vector), then single lanes for the tail.
 void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
   const double gi = G[i];
   int64_t j = 0;
@@ -231,20 +224,16 @@ void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float 
     DecayMaskLanes(df, i, j, hn::Combine(df, hi, lo), cf, ra, rp, a, p);
   }
 #endif
-  const hn::ScalableTag<double> d64;
-  const hn::Rebind<float, decltype(d64)> d32;
   const hn::CappedTag<double, 1> d64_1;
   const hn::CappedTag<float, 1> d32_1;
-  const int64_t nl = static_cast<int64_t>(hn::Lanes(d64));
-  const auto group = [&](auto dw, auto dn, int64_t at) {
-    if (at > i) {
-      DecayMaskZero(dn, at, a, p);
+  for (; j < L; ++j) {
+    if (j > i) {
+      DecayMaskZero(d32_1, j, a, p);
     } else {
-      DecayMaskLanes(dn, i, at, hn::DemoteTo(dn, hn::Sub(hn::Set(dw, gi), hn::LoadU(dw, G + at))), cf, ra, rp, a, p);
+      DecayMaskLanes(d32_1, i, j, hn::DemoteTo(d32_1, hn::Sub(hn::Set(d64_1, gi), hn::LoadU(d64_1, G + j))), cf, ra,
+                     rp, a, p);
     }
-  };
-  for (; j + nl <= L; j += nl) group(d64, d32, j);
-  for (; j < L; ++j) group(d64_1, d32_1, j);
+  }
 }
 
 // Twelve independent FMA chains held in registers: the core's fp32 multiply-add throughput with no memory
@@ -609,7 +598,7 @@ int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::Scala
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 KernelSet MakeKernelSet() {
-  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquares, &SumSquaresRows, &ExpF32,
+  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &pack_bf16_rows_t_by_widening, &GemmBf16Rows, &PackTransposed,
@@ -726,7 +715,11 @@ void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, 
 
 namespace simd {
 
-double sum_squares(int64_t n, const float* x) { return active_kernels().sum_squares(n, x); }
+double sum_squares(int64_t n, const float* x) {
+  double s;
+  active_kernels().sum_squares_rows(1, n, x, n, &s);
+  return s;
+}
 void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
   active_kernels().sum_squares_rows(rows, n, x, ldx, out);
 }

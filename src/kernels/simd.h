@@ -88,8 +88,8 @@ void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const do
 // sum x[i]^2, i < n (fp32 lanes, reduced in double).
 double sum_squares(int64_t n, const float* x);
 
-// out[r] = sum_squares(n, x + r * ldx) for r < rows, the same bits: each row's sums in sum_squares's order,
-// four rows' independent chains side by side (one row's chain is one dependent FMA per vector).
+// out[r] = sum_squares(n, x + r * ldx) for r < rows, the same bits (sum_squares is its one-row case): four
+// rows' independent chains side by side (one row's chain is one dependent FMA per vector).
 void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out);
 
 // y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).

@@ -40,11 +40,6 @@ class RowLoader {
     finish_k(out);
   }
 
-  // The factor finish_q / finish_k would multiply a raw row by (l2norm's 1/sqrt(sum x^2 + 1e-6) and, for q,
-  // the scale): for callers that load rows themselves and apply it to products instead.
-  R q_factor(const R* raw) const { return norm_factor(raw) * static_cast<R>(p_.scale); }
-  R k_factor(const R* raw) const { return norm_factor(raw); }
-
   // The in-kernel preprocessing of a raw q / k row (for callers that load rows themselves).
   void finish_q(R* row) const {
     if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
@@ -54,36 +49,23 @@ class RowLoader {
     if (p_.opt.use_qk_l2norm_in_kernel) l2norm_inplace(row, p_.K);
   }
 
-  // The same for rows [0, L) of a chunk (row stride K) at once, on the fp32 paths: q_factors / k_factors
-  // write each row's q_factor / k_factor; finish_q_rows / finish_k_rows finish every row as finish_q /
-  // finish_k would, with `f` (L floats) as scratch. The l2norm's sums run several rows side by side.
+  // For fp32 callers that load a chunk's rows [0, L) (row stride K) themselves. q_factors / k_factors: the
+  // factor finish_q / finish_k would multiply each raw row by (l2norm's 1/sqrt(sum x^2 + 1e-6) and, for q,
+  // the scale), for products that apply it instead. finish_q_rows / finish_k_rows: every row finished as
+  // finish_q / finish_k would, with `f` (L floats) as scratch. The l2norm's sums run several rows side by side.
   void q_factors(int64_t L, const R* raw, R* out) const {
     norm_factors(L, raw, out);
     for (int64_t i = 0; i < L; ++i) out[i] = out[i] * static_cast<R>(p_.scale);
   }
   void k_factors(int64_t L, const R* raw, R* out) const { norm_factors(L, raw, out); }
   void finish_q_rows(int64_t L, R* rows, R* f) const {
-    finish_k_rows(L, rows, f);
+    l2norm_rows(L, rows, f);
     const R scale = static_cast<R>(p_.scale);
     simd::scale_rows(L, p_.K, rows, p_.K, &scale, 0, nullptr, rows, p_.K);
   }
-  void finish_k_rows(int64_t L, R* rows, R* f) const {
-    if (!p_.opt.use_qk_l2norm_in_kernel) return;
-    l2norm_factors(L, p_.K, rows, p_.K, f);
-    simd::scale_rows(L, p_.K, rows, p_.K, f, 1, nullptr, rows, p_.K);
-  }
+  void finish_k_rows(int64_t L, R* rows, R* f) const { l2norm_rows(L, rows, f); }
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
-
-  // The multiplier of the in-kernel l2norm for this row (1 without it).
-  R norm_factor(const R* raw) const { return p_.opt.use_qk_l2norm_in_kernel ? l2norm_factor(raw, p_.K) : R(1); }
-  void norm_factors(int64_t L, const R* raw, R* out) const {
-    if (p_.opt.use_qk_l2norm_in_kernel) {
-      l2norm_factors(L, p_.K, raw, p_.K, out);
-    } else {
-      std::fill(out, out + L, R(1));
-    }
-  }
 
   R beta(int64_t b, int64_t t, int64_t hv) const {
     R out = 0;
@@ -138,6 +120,20 @@ class RowLoader {
   }
 
  private:
+  // The in-kernel l2norm's multiplier of each of L rows (1 without it), and the rows multiplied by it.
+  void norm_factors(int64_t L, const R* raw, R* out) const {
+    if (p_.opt.use_qk_l2norm_in_kernel) {
+      l2norm_factors(L, p_.K, raw, p_.K, out);
+    } else {
+      std::fill(out, out + L, R(1));
+    }
+  }
+  void l2norm_rows(int64_t L, R* rows, R* f) const {
+    if (!p_.opt.use_qk_l2norm_in_kernel) return;
+    l2norm_factors(L, p_.K, rows, p_.K, f);
+    simd::scale_rows(L, p_.K, rows, p_.K, f, 1, nullptr, rows, p_.K);
+  }
+
   static void load_row(const TensorView& x, int64_t b, int64_t t, int64_t h, int64_t n, R* out) {
     const int64_t off = b * x.stride(0) + t * x.stride(1) + h * x.stride(2);
     if constexpr (sizeof(R) == 4) {
