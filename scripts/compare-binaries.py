@@ -6,7 +6,7 @@ which binary goes first each round, so both see the same drift of a noisy machin
 
 For every bench record (kind, preset, strategy, precision, dtype, tokens, batch) it prints the median over
 rounds of each binary's median_ms, their range, and new/old as the median (and range) of the per-round
-ratios; with --breakdown among BENCH_ARGS, the same per (chunk, head) step for each part. The CPU and its
+ratios; with --breakdown (or --parts) among BENCH_ARGS, the same per (chunk, head) step for each part. The CPU and its
 matrix features head the table (name the machine beside every number). Only the standard library.
 """
 
@@ -52,6 +52,8 @@ def record_key(r: dict) -> str:
 
 
 def step_parts(r: dict) -> dict[str, float]:
+    if "parts_us" in r:  # bench --parts: each part's median over the in-cache steps
+        return dict(r["parts_us"])
     steps = r.get("chunk_steps") or 0
     return {p: 1e3 * ms / steps for p, ms in r.get("breakdown_ms", {}).items()} if steps else {}
 

@@ -222,6 +222,40 @@ TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
   }
 }
 
+// bench --parts: one record per run, the hanpu strategy's chunk step timed in cache by part (each part's
+// median and best, 100 x reps steps) beside the planner's estimate; it excludes the other modes.
+TEST(Cli, BenchPartsTimesOneChunkStepByPart) {
+  const std::string json_path = temp("bench_parts.json");
+  std::string log;
+  for (const char* args : {"--preset kimi-linear --dtype bf16 --precision bf16", "--dtype f32"}) {
+    ASSERT_EQ(run_cli(std::string("bench --parts --reps 1 ") + args + " --json " + json_path, &log), 0) << log;
+    EXPECT_NE(log.find("in cache on one thread, 100 steps"), std::string::npos) << log;
+    std::ifstream jf(json_path);
+    const auto j = nlohmann::json::parse(jf);
+    ASSERT_EQ(j["records"].size(), 1u);
+    const auto& r = j["records"][0];
+    EXPECT_EQ(r["strategy"], "parts");
+    EXPECT_EQ(r["threads"], 1);
+    EXPECT_EQ(r["tokens"], 64);
+    EXPECT_EQ(r["parts_steps"], 100);
+    EXPECT_EQ(r["precision"], std::string(args).find("bf16") != std::string::npos ? "bf16" : "exact");
+    ASSERT_EQ(r["parts_us"].size(), 6u) << r.dump();
+    ASSERT_EQ(r["breakdown_estimate_step_us"].size(), 6u) << r.dump();
+    // Each part's best is no more than its time in the best step, so the bests sum to at most that step.
+    double best_sum = 0;
+    for (const auto& [part, us] : r["parts_min_us"].items()) {
+      EXPECT_LE(us.get<double>(), r["parts_us"][part].get<double>()) << part;
+      best_sum += us.get<double>();
+    }
+    EXPECT_GT(r["parts_us"]["gemm"].get<double>(), 0);
+    EXPECT_LE(best_sum, 1e3 * r["min_ms"].get<double>() * (1 + 1e-9));
+    EXPECT_LE(r["min_ms"].get<double>(), r["median_ms"].get<double>());
+  }
+  EXPECT_EQ(run_cli("bench --parts --decode", &log), 2);
+  EXPECT_NE(log.find("--parts"), std::string::npos) << log;
+  EXPECT_EQ(run_cli("bench --parts --tokens 64", &log), 2);
+}
+
 // `hanpu layer`: a preset layer with random weights, timed, checked against the fp64 layer reference, its
 // decode steps timed, JSON written; a checkpoint written here loads by --model; bad input exits 2.
 TEST(Cli, LayerRunsPresetsAndCheckpoints) {
@@ -371,6 +405,14 @@ TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
     const bool hanpu = r["record"].get<std::string>().find(" hanpu ") != std::string::npos;
     EXPECT_EQ(r["parts_us"].contains("gemm"), hanpu) << r.dump();
   }
+  // --parts records compare part by part as well.
+  const std::string parts = "python3 " + script + " --rounds 2 --json " + json + " " + cli + " " + cli +
+                            " -- --parts --reps 1 > " + log + " 2>&1";
+  ASSERT_EQ(std::system(parts.c_str()), 0) << parts;
+  std::ifstream g(json);
+  const nlohmann::json jp = nlohmann::json::parse(g);
+  ASSERT_EQ(jp["records"].size(), 1u) << jp.dump();
+  EXPECT_TRUE(jp["records"][0]["parts_us"].contains("scores")) << jp.dump();
   const std::string bad = "python3 " + script + " --rounds 0 " + cli + " " + cli + " -- --tokens 70 > " + log + " 2>&1";
   EXPECT_NE(std::system(bad.c_str()), 0);
 }

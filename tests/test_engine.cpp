@@ -8,8 +8,10 @@
 #include <random>
 
 #include "exec/chunk_kernels.h"
+#include "exec/strategies.h"
 #include "hanpu/engine.h"
 #include "ops/fla_emulation.h"
+#include "ops/problem.h"
 #include "test_util.h"
 #include "verify/verify.h"
 
@@ -188,6 +190,50 @@ TEST(Engine, BreakdownTimesEveryChunkStepAndChangesNoResult) {
   EXPECT_LE(total, 2 * wall_ms);  // two threads at most
   EXPECT_EQ(timed.breakdown_ms[3].first, "gemm");
   EXPECT_GT(timed.breakdown_ms[3].second, 0);
+}
+
+// hanpu bench --parts runs the engine's own chunk program (engine_chunk_program) through HeadSteps with
+// its steps timed: timing changes no bit of o, the timed counters hold time in the parts a chunk step
+// runs (the untimed ones none), and a strategy that runs no chunk program is refused by name.
+TEST(Engine, TimedHeadStepsChangeNoResultAndTimeTheirParts) {
+  for (Precision precision : {Precision::kExact, Precision::kBf16}) {
+    for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+      TensorFile f = testing::small_problem(kind, DType::kBF16, 1, 128, 1, 1, 32, 32, 9);
+      Inputs in;
+      ASSERT_TRUE(bind_inputs(f, &in).ok());
+      Options opt;
+      opt.kind = kind;
+      opt.precision = precision;
+      Problem p;
+      ASSERT_TRUE(validate_problem(in, opt, Mode::kChunk, &p).ok());
+      ChunkProgram prog;
+      ASSERT_TRUE(engine_chunk_program(p, EngineConfig{}, &prog).ok());
+      EXPECT_FALSE(prog.ops.empty());
+      Tensor o1(DType::kF32, {1, 128, 1, 32}), o2 = o1;
+      HeadSteps plain(p, prog, 0, 0, Outputs{o1.view(), std::nullopt});
+      HeadSteps timed(p, prog, 0, 0, Outputs{o2.view(), std::nullopt}, /*timed=*/true);
+      for (int64_t c = 0; c < plain.chunks(); ++c) {
+        EXPECT_EQ(plain.prepare(c), timed.prepare(c));
+        EXPECT_EQ(plain.state(c), timed.state(c));
+      }
+      EXPECT_EQ(o1.bytes, o2.bytes) << kind_name(kind);
+      for (Part part : {Part::kLoad, Part::kScores, Part::kInverse, Part::kGemm, Part::kStore}) {
+        EXPECT_GT(timed.counters().ns[static_cast<int>(part)], 0) << part_name(part);
+        EXPECT_EQ(plain.counters().ns[static_cast<int>(part)], 0) << part_name(part);
+      }
+    }
+  }
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kF32, 1, 64, 1, 1, 16, 16, 3);
+  Inputs in;
+  ASSERT_TRUE(bind_inputs(f, &in).ok());
+  Problem p;
+  ASSERT_TRUE(validate_problem(in, Options{}, Mode::kChunk, &p).ok());
+  EngineConfig fla;
+  fla.strategy = Strategy::kFla;
+  ChunkProgram prog;
+  const Status st = engine_chunk_program(p, fla, &prog);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'fla'"), std::string::npos) << st.ToString();
 }
 
 // The planner's estimate beside the breakdown (hanpu bench --breakdown) files each chunk-graph operator

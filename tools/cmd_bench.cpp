@@ -1,5 +1,6 @@
 // hanpu bench [--kind gdn|kda] [--preset NAME] [--tokens LIST] [--heads H] [--v-heads HV] [--threads N]
-//             [--dtype f32|bf16|f16] [--precision auto|exact|bf16] [--breakdown] [--strategies LIST] [--ablation] [--decode] [--reps N] [--json FILE] [--plot FILE]
+//             [--dtype f32|bf16|f16] [--precision auto|exact|bf16] [--breakdown] [--strategies LIST] [--ablation] [--decode]
+//             [--parts] [--reps N] [--json FILE] [--plot FILE]
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -114,8 +115,19 @@ Runner add_bench_command(CLI::App& app) {
                "(cumulative); in bf16 precision the packing ablation: pack-always, never-keep, planned, each beside "
                "the planner's estimate");
   app.add_option("--plan", a->plan_path, "Run this execution plan (hanpu plan --json): its strategy, shape and workers");
-  app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
-  app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up each, the runs interleaved round by round (default 5)")->check(CLI::Range(1, 1000));
+  CLI::Option* decode = app.add_flag("--decode", a->cfg.decode, "Per-step latency of one decode token for batches of 1..64 sequences");
+  app.add_flag("--parts", a->cfg.parts,
+               "Instead of prefill runs: one (chunk, head) step of the hanpu strategy repeated on the same data "
+               "(in cache, one thread, 100 x --reps steps), each part's median and best time beside the planner's "
+               "estimate")
+      ->excludes(decode)
+      ->excludes("--ablation")
+      ->excludes("--plan")
+      ->excludes("--tokens")
+      ->excludes("--strategies")
+      ->excludes("--threads")
+      ->excludes("--breakdown");
+  app.add_option("--reps", a->cfg.reps, "Timed repetitions after one warm-up each, the runs interleaved round by round (default 5); with --parts, 100 x N in-cache steps")->check(CLI::Range(1, 1000));
   app.add_option("--seed", a->cfg.seed, "Input seed");
   app.add_option("--json", a->json_path, "Also write one JSON record per (strategy, tokens)");
   app.add_option("--plot", a->plot_path, "Also write an SVG of median time vs tokens per strategy");

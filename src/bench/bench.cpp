@@ -1,5 +1,8 @@
 #include "bench/bench.h"
 
+#include "bench/bench_common.h"
+#include "bench/parts_bench.h"
+
 #include "plan/strategy.h"
 
 #include <algorithm>
@@ -24,23 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// Cheap deterministic fill (xorshift, uniform in [-a, a]): large inputs in milliseconds, not seconds.
-void fill_uniform(std::vector<float>& x, uint64_t seed, float a) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& v : x) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = a * (static_cast<float>(s >> 40) * (2.0f / 16777216.0f) - 1.0f);
-  }
-}
-
-Tensor to_dtype(const std::vector<float>& x, DType dt, std::vector<int64_t> shape) {
-  Tensor t(dt, std::move(shape));
-  store_elems<float>(t.view(), 0, 1, t.numel(), x.data());
-  return t;
-}
 
 // The view of value head 0 (and the q/k head it reads) of a [B, T, heads, ...] tensor.
 TensorView head0(const TensorView& v) {
@@ -185,18 +171,6 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
   return Status::Ok();
 }
 
-// The chunk plan the engine makes for a call of the bench's shape on the host description.
-Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf16, plan::Packing packing, int64_t C,
-                       plan::Plan* out) {
-  plan::PlanOptions po;
-  po.C = C;
-  po.K = cfg.K;
-  po.V = cfg.V;
-  po.bf16 = bf16;
-  po.packing = packing;
-  return plan::make_plan(cfg.kind, host, po, out);
-}
-
 // The planner's estimate of one (chunk, head) step of the packing choice (its chunk plan on the host
 // description, as the engine plans the call) beside the measured thread time per step.
 Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T, int threads, int64_t C,
@@ -208,31 +182,6 @@ Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T
   rec->estimate_step_us = pl.layouts.cost / (pl.clock_ghz * 1e3);
   const double steps = static_cast<double>((T + C - 1) / C * cfg.HV);
   rec->step_us = rec->median_ms * 1e3 * threads / steps;
-  return Status::Ok();
-}
-
-// The planner's estimate of one (chunk, head) step of a hanpu run by breakdown part: the chunk plan the
-// engine ran (--plan's, or the host plan of the call's shape, precision and packing), each operator's cost
-// in the part the engine times it in (exec/chunk_kernels.h part_of).
-Status model_breakdown(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, BenchRecord* rec) {
-  plan::Device host;
-  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
-  plan::Plan pl;
-  if (cfg.plan) {
-    if (cfg.plan->device != host.name) return Status::Ok();  // planned for another device's costs
-    pl = *cfg.plan;
-  } else {
-    HANPU_RETURN_IF_ERROR(host_chunk_plan(cfg, host, bf16, packing, C, &pl));
-  }
-  const std::vector<double> cycles = plan::op_cycles(pl, host);
-  std::vector<double> us(static_cast<int>(Part::kCount), 0.0);
-  for (std::size_t i = 0; i < cycles.size(); ++i) {
-    us[static_cast<int>(part_of(pl.graph.ops[i].code))] += cycles[i] / (pl.clock_ghz * 1e3);
-  }
-  rec->model_breakdown_us.clear();
-  for (int part = 0; part < static_cast<int>(Part::kCount); ++part) {
-    rec->model_breakdown_us.emplace_back(part_name(static_cast<Part>(part)), us[part]);
-  }
   return Status::Ok();
 }
 
@@ -256,7 +205,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     if (t < 1) return InvalidArgument("tokens must be >= 1, got " + std::to_string(t));
   }
   if (cfg.reps < 1) return InvalidArgument("reps must be >= 1, got " + std::to_string(cfg.reps));
-  const int threads = ThreadPool::resolve(cfg.threads);
+  const int threads = cfg.parts ? 1 : ThreadPool::resolve(cfg.threads);  // --parts times one thread's steps
   out->fma_peak_gflops = measure_fma_peak(threads);
   char line[512];
   std::snprintf(line, sizeof line, "fp32 FMA peak, %d threads, %s: %.1f GFLOP/s", threads, simd::target_name(),
@@ -279,22 +228,16 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     progress(line);
   }
   if (cfg.decode) return run_decode_bench(cfg, threads, progress, out);
+  if (cfg.parts) return run_parts_bench(cfg, progress, out);
 
   const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
-  const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V, w = cfg.kind == Kind::kKda ? K : 1;
+  const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V;
   // Inputs for the longest run; shorter runs use a prefix (B = 1, so a prefix is contiguous).
-  std::vector<float> q(Tmax * H * K), k(Tmax * H * K), v(Tmax * HV * V), g(Tmax * HV * w), beta(Tmax * HV);
-  fill_uniform(q, cfg.seed, 1.7f);
-  fill_uniform(k, cfg.seed + 1, 1.7f);
-  fill_uniform(v, cfg.seed + 2, 1.7f);
-  fill_uniform(g, cfg.seed + 3, 1.0f);
-  fill_uniform(beta, cfg.seed + 4, 0.5f);
-  for (float& x : g) x = -0.05f * (x + 1.0f) - 1e-3f;  // log decays in (-0.101, -0.001]
-  for (float& x : beta) x += 0.5f;                    // (0, 1)
-  const Tensor tq = to_dtype(q, cfg.dtype, {1, Tmax, H, K}), tk = to_dtype(k, cfg.dtype, {1, Tmax, H, K});
-  const Tensor tv = to_dtype(v, cfg.dtype, {1, Tmax, HV, V});
-  const Tensor tg = cfg.kind == Kind::kKda ? to_dtype(g, cfg.dtype, {1, Tmax, HV, K}) : to_dtype(g, cfg.dtype, {1, Tmax, HV});
-  const Tensor tb = to_dtype(beta, cfg.dtype, {1, Tmax, HV});
+  const BenchInputs bi = bench_inputs(cfg, Tmax, H, HV);
+  const Tensor tq = to_dtype(bi.q, cfg.dtype, {1, Tmax, H, K}), tk = to_dtype(bi.k, cfg.dtype, {1, Tmax, H, K});
+  const Tensor tv = to_dtype(bi.v, cfg.dtype, {1, Tmax, HV, V});
+  const Tensor tg = cfg.kind == Kind::kKda ? to_dtype(bi.g, cfg.dtype, {1, Tmax, HV, K}) : to_dtype(bi.g, cfg.dtype, {1, Tmax, HV});
+  const Tensor tb = to_dtype(bi.beta, cfg.dtype, {1, Tmax, HV});
   Options opt;
   opt.kind = cfg.kind;
   opt.use_qk_l2norm_in_kernel = true;  // as Qwen3-Next / Qwen3.5 and Kimi Linear call the kernels
@@ -372,7 +315,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
         // The model's step is a whole head's chunk: only where no head was split into column slices.
         const bool whole_heads = ts.chunk_steps == (T + opt.chunk_size - 1) / opt.chunk_size * cfg.HV;
         if (whole_heads && !(cfg.ablation && !bf16)) {
-          HANPU_RETURN_IF_ERROR(model_breakdown(cfg, ec.packing, bf16, opt.chunk_size, &rec));
+          HANPU_RETURN_IF_ERROR(step_estimate_by_part(cfg, ec.packing, bf16, opt.chunk_size, &rec));
         }
       }
       rec.kind = kind_name(cfg.kind);
@@ -421,6 +364,25 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   return Status::Ok();
 }
 
+namespace {
+
+// The planner's estimate of a step by part beside a measured step of `measured_us`; empty without one.
+std::string estimate_line(const BenchRecord& r, double measured_us) {
+  if (r.model_breakdown_us.empty()) return "";
+  double model = 0;
+  for (const auto& [part, us] : r.model_breakdown_us) model += us;
+  std::string s = "  the planner's estimate (host description), per step (us):";
+  char line[96];
+  for (const auto& [part, us] : r.model_breakdown_us) {
+    std::snprintf(line, sizeof line, " %s %.2f", part.c_str(), us);
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "; total %.2f, measured / estimate %.2f\n", model, measured_us / model);
+  return s + line;
+}
+
+}  // namespace
+
 std::string format_bench_table(const BenchReport& rep) {
   std::string s;
   char line[512];
@@ -454,17 +416,24 @@ std::string format_bench_table(const BenchReport& rep) {
       s += line;
     }
     s += "\n";
-    if (r.model_breakdown_us.empty()) continue;
-    double model = 0;
-    for (const auto& [part, us] : r.model_breakdown_us) model += us;
-    s += "  the planner's estimate (host description), per step (us):";
-    for (const auto& [part, us] : r.model_breakdown_us) {
-      std::snprintf(line, sizeof line, " %s %.2f", part.c_str(), us);
+    s += estimate_line(r, 1e3 * total / r.chunk_steps);
+  }
+  for (const BenchRecord& r : rep.records) {
+    if (r.parts_us.empty()) continue;
+    std::snprintf(line, sizeof line,
+                  "parts %s %s %s %s, one (chunk, head) step of %lld rows in cache on one thread, %lld steps "
+                  "(us, median / best):",
+                  r.kind.c_str(), r.preset.c_str(), r.dtype.c_str(), r.precision.c_str(),
+                  static_cast<long long>(r.tokens), static_cast<long long>(r.parts_steps));
+    s += line;
+    for (std::size_t i = 0; i < r.parts_us.size(); ++i) {
+      std::snprintf(line, sizeof line, " %s %.2f / %.2f", r.parts_us[i].first.c_str(), r.parts_us[i].second,
+                    r.parts_min_us[i].second);
       s += line;
     }
-    std::snprintf(line, sizeof line, "; total %.2f, measured / estimate %.2f\n", model,
-                  1e3 * total / r.chunk_steps / model);
+    std::snprintf(line, sizeof line, "; step %.2f / %.2f\n", 1e3 * r.median_ms, 1e3 * r.min_ms);
     s += line;
+    s += estimate_line(r, 1e3 * r.median_ms);
   }
   return s;
 }
@@ -498,6 +467,14 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
       for (const auto& [part, ms] : r.breakdown_ms) b[part] = ms;
       j["records"].back()["breakdown_ms"] = b;
       j["records"].back()["chunk_steps"] = r.chunk_steps;
+    }
+    if (!r.parts_us.empty()) {
+      nlohmann::json med, best;
+      for (const auto& [part, us] : r.parts_us) med[part] = us;
+      for (const auto& [part, us] : r.parts_min_us) best[part] = us;
+      j["records"].back()["parts_us"] = med;
+      j["records"].back()["parts_min_us"] = best;
+      j["records"].back()["parts_steps"] = r.parts_steps;
     }
     if (!r.model_breakdown_us.empty()) {
       nlohmann::json b;

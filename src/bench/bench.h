@@ -45,6 +45,9 @@ struct BenchConfig {
   std::shared_ptr<const plan::Plan> plan;  // run instead of the strategies when set (hanpu bench --plan FILE)
   bool decode = false;    // per-step latency of one decode token for batches of 1..64 sequences instead
   std::vector<int64_t> decode_batches = {1, 2, 4, 8, 16, 32, 64};
+  // Instead of prefill runs: one (chunk, head) step of the hanpu strategy timed by part in cache, on one
+  // thread, 100 x reps times (bench/parts_bench.h).
+  bool parts = false;
   int threads = 0;
   DType dtype = DType::kF32;
   Precision precision = Precision::kAuto;  // Options::precision of every prefill run
@@ -79,6 +82,10 @@ struct BenchRecord {
   // (plan::op_cycles, each operator in its part); empty where the run's plan is not that (the exact
   // ablation's earlier steps, column-sliced heads, a --plan for another device).
   std::vector<std::pair<std::string, double>> model_breakdown_us;
+  // BenchConfig::parts records: each part's median and least time over the in-cache steps (us; the step's
+  // own are median_ms and min_ms), and the steps timed.
+  std::vector<std::pair<std::string, double>> parts_us, parts_min_us;
+  int64_t parts_steps = 0;
 };
 
 struct BenchReport {

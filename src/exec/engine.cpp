@@ -185,6 +185,18 @@ bool parse_strategy(const std::string& name, Strategy* out) {
   return false;
 }
 
+Status engine_chunk_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* out) {
+  std::shared_ptr<const plan::Plan> pl;
+  HANPU_RETURN_IF_ERROR(cached_plan(p, cfg, 1, &pl));
+  Executor ex;
+  HANPU_RETURN_IF_ERROR(executor_of(pl->mapping, &ex));
+  if (ex != Executor::kHanpu) {
+    return InvalidArgument(std::string("strategy '") + strategy_name(cfg.strategy) +
+                           "' does not run chunk programs (only the hanpu strategy does)");
+  }
+  return compile_chunk_program(pl->graph, pl->layouts.op_layout, pl->opt, out);
+}
+
 Status engine_forward(const Inputs& in, const Options& opt, const EngineConfig& cfg, const Outputs& out,
                       RunStats* stats) {
   if (cfg.threads < 0) return InvalidArgument("threads must be >= 0, got " + std::to_string(cfg.threads));

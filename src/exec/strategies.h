@@ -26,21 +26,27 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
 // head, what run_hanpu computes, bit for bit. prepare(c) is #1-#3 of chunk c (its rows, scores and inverse);
 // state(c) the program's state-dependent steps and the state update of chunk c, after prepare(c) and
 // state(c - 1) (state(0) starts from the initial state, the last chunk's stores the final state). Each
-// returns the flops it executed. `p`, `prog` and the outputs' memory must outlive it.
+// returns the flops it executed. With `timed`, each step's time is added by part to counters().ns, as the
+// engine's --breakdown times them (hanpu bench --parts). `p`, `prog` and the outputs' memory must outlive it.
 class HeadSteps {
  public:
-  HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out);
+  HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out, bool timed = false);
   ~HeadSteps();
   HeadSteps(const HeadSteps&) = delete;
   HeadSteps& operator=(const HeadSteps&) = delete;
   int64_t chunks() const;
   double prepare(int64_t c);
   double state(int64_t c);
+  const Counters& counters() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The chunk program a call of `p` with `cfg` runs (the plan the engine makes for it on the host); an
+// InvalidArgument error where cfg's strategy is not run by chunk programs (only the hanpu strategy is).
+Status engine_chunk_program(const Problem& p, const EngineConfig& cfg, ChunkProgram* out);
 
 // Splits `items` into `parts` contiguous ranges; part i gets [begin, end).
 inline void static_range(int64_t items, int parts, int i, int64_t* begin, int64_t* end) {

@@ -376,9 +376,9 @@ struct HeadSteps::Impl {
   RowLoader<float> rows;
   HeadWorkspace ws;
   Counters cnt;
-  Impl(const Problem& p_, const ChunkProgram& prog_, int64_t seq, int64_t hv, const Outputs& out_)
+  Impl(const Problem& p_, const ChunkProgram& prog_, int64_t seq, int64_t hv, const Outputs& out_, bool timed)
       : p(p_), prog(prog_), wk{seq, hv, 0, p_.V}, out(with_strides(out_)), rows(p_),
-        ws(p_.opt.chunk_size, p_.K, p_.V, p_.gate_width()), cnt(counters_for(p_, 1)[0]) {
+        ws(p_.opt.chunk_size, p_.K, p_.V, p_.gate_width()), cnt(counters_for(p_, 1, timed)[0]) {
     ws.states.resize(p.K * p.V);
     ws.fit(prog, p.V, decays_on_results(p), p.bf16_gemm);
   }
@@ -386,14 +386,17 @@ struct HeadSteps::Impl {
   double flops_since(double before) const { return cnt.flops - before; }
 };
 
-HeadSteps::HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out)
-    : impl_(std::make_unique<Impl>(p, prog, seq, hv, out)) {}
+HeadSteps::HeadSteps(const Problem& p, const ChunkProgram& prog, int64_t seq, int64_t hv, const Outputs& out,
+                     bool timed)
+    : impl_(std::make_unique<Impl>(p, prog, seq, hv, out, timed)) {}
 HeadSteps::~HeadSteps() = default;
 
 int64_t HeadSteps::chunks() const {
   const Problem& p = impl_->p;
   return (p.seqs[impl_->wk.n].len + p.opt.chunk_size - 1) / p.opt.chunk_size;
 }
+
+const Counters& HeadSteps::counters() const { return impl_->cnt; }
 
 double HeadSteps::prepare(int64_t c) {
   Impl& m = *impl_;
