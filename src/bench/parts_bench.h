@@ -17,7 +17,8 @@ namespace hanpu {
 // head of C = 64 rows with an initial state) 100 x cfg.reps times after 20 warm-ups, each step timed by
 // part (load, scores, inverse, gemm, vector, store). The record's median_ms / min_ms are a step's, its
 // parts_us / parts_min_us each part's median / least, and model_breakdown_us the planner's estimate.
-// The inputs are the bench's (bench_common.h) for one head, in cfg.dtype.
+// The inputs are the bench's (bench_common.h) for one head, in cfg.dtype; the steps run with denormals
+// flushed, as on the engine's threads (exec/fp_mode.h).
 Status run_parts_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress,
                        BenchReport* out);
 
