@@ -255,6 +255,45 @@ void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The portable bf16 GEMMs' operand rounding, bit for bit round_bf16 (the reference set's loop) at vector
+// tails and row strides: values at many scales, exact bf16 values, ties both ways (to even: down from an
+// even upper half, up from an odd one), -0, subnormals, infinities, values that round to infinity, quiet
+// and signalling NaNs (kept NaN, quieted, with their sign and upper payload); the padding stays untouched.
+void check_round_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
+  const auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const std::vector<float> edges = {round_bf16(1.3f), bits(0x3F808000u), bits(0x3F818000u), -0.0f, bits(0x00008000u),
+                                    bits(0x80018000u), bits(0x00000001u), INFINITY, -INFINITY, bits(0x7F7FFFFFu),
+                                    bits(0xFF7F8000u), bits(0x7FC01234u), bits(0x7F800001u), bits(0xFF812345u)};
+  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{130}}) {
+    const int64_t rows = 3, lds = cols + 1, ldd = cols + 2;
+    std::vector<float> x = randn(rows * lds, rng);
+    std::uniform_int_distribution<int> ex(-60, 60);
+    for (float& v : x) v = std::ldexp(v, ex(rng));
+    for (std::size_t i = 0; i < edges.size(); ++i) x[(i * 5) % x.size()] = edges[i];
+    std::vector<float> got(rows * ldd, 7.0f);
+    ks.round_bf16_rows(rows, cols, x.data(), lds, got.data(), ldd);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < ldd; ++c) {
+        if (c >= cols) {
+          ASSERT_EQ(got[r * ldd + c], 7.0f) << ks.name << " padding at " << r << "," << c;
+          continue;
+        }
+        const float want = round_bf16(x[r * lds + c]);
+        uint32_t gu, wu;
+        std::memcpy(&gu, &got[r * ldd + c], 4);
+        std::memcpy(&wu, &want, 4);
+        ASSERT_EQ(gu, wu) << ks.name << " cols " << cols << " at " << r << "," << c << " x " << x[r * lds + c];
+      }
+    }
+  }
+  EXPECT_EQ(round_bf16(bits(0x3F808000u)), bits(0x3F800000u));  // the tie from an even upper half: down
+  EXPECT_EQ(round_bf16(bits(0x3F818000u)), bits(0x3F820000u));  // from an odd one: up
+}
+
 // The low term of the two-term bf16 split, bit for bit x - round_bf16(x) (so hi + lo == x exactly, and lo is
 // within half a bf16 ulp of x), at vector tails, on values at many scales, exact bf16 values (lo = 0) and
 // ties; non-finite x gives a non-finite lo; the padding between rows stays untouched.
@@ -557,6 +596,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_exp_diff(ks, rng);
     check_pack_transposed(ks, rng);
     check_bf16_residual(ks, rng);
+    check_round_bf16_rows(ks, rng);
     check_tril_block_inverse(ks, rng);
     check_gate_cumsum(ks, rng);
     check_sum_squares_rows(ks, rng);

@@ -16,63 +16,78 @@ namespace hanpu {
 // x rounded to the nearest bf16 (ties to even; NaN stays NaN), as an fp32.
 inline float round_bf16(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
 
-// d[r * cols + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols (d contiguous, rows * cols).
-inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, float* d) {
+// d[r * ldd + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols: the reference set's round_bf16_rows.
+inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, float* d, int64_t ldd) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) d[r * cols + c] = round_bf16(src[r * lds + c]);
+    for (int64_t c = 0; c < cols; ++c) d[r * ldd + c] = round_bf16(src[r * lds + c]);
   }
 }
 
-// The same into a per-thread copy, sized to fit.
+// The same into a per-thread copy, sized to fit (contiguous rows).
 inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, std::vector<float>* dst) {
   dst->resize(static_cast<std::size_t>(rows * cols));
-  round_block_bf16(rows, cols, src, lds, dst->data());
+  round_block_bf16(rows, cols, src, lds, dst->data(), cols);
 }
 
 using GemmFn = void (*)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
                         bool acc, float* C, int64_t ldc);
+// The two conversions the portable forms below run, as a kernel set supplies them (its round_bf16_rows and
+// bf16_to_f32 entries: the reference set's loops, or a SIMD set's vectors, which give the same values), and
+// its transposed copy (pack_transposed, unscaled here: exact values times 1, which changes none a product
+// reads; a signalling NaN comes out quiet, as any product of it would).
+using RoundRowsFn = void (*)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+using WidenFn = void (*)(int64_t n, const uint16_t* src, float* dst);
+using TransposeFn = void (*)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                             float* dst, int64_t ldd);
 
 // C = (acc ? C : 0) + op(bf16(A)) bf16(B) through the fp32 GEMM `f32` of the same form (gemm_nn, or
 // gemm_tn with trans_a: A stored [Kd, M]): the operands are rounded into per-thread copies first.
-inline void gemm_bf16_by_rounding(GemmFn f32, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A,
-                                  int64_t lda, const float* B, int64_t ldb, bool acc, float* C, int64_t ldc) {
+inline void gemm_bf16_by_rounding(GemmFn f32, RoundRowsFn round, bool trans_a, int64_t M, int64_t N, int64_t Kd,
+                                  const float* A, int64_t lda, const float* B, int64_t ldb, bool acc, float* C,
+                                  int64_t ldc) {
   thread_local std::vector<float> a, b;
   const int64_t a_rows = trans_a ? Kd : M, a_cols = trans_a ? M : Kd;
-  round_block_bf16(a_rows, a_cols, A, lda, &a);
-  round_block_bf16(Kd, N, B, ldb, &b);
+  a.resize(static_cast<std::size_t>(a_rows * a_cols));
+  b.resize(static_cast<std::size_t>(Kd * N));
+  round(a_rows, a_cols, A, lda, a.data(), a_cols);
+  round(Kd, N, B, ldb, b.data(), N);
   f32(M, N, Kd, a.data(), a_cols, b.data(), N, acc, C, ldc);
 }
 
 // The portable packed operand (KernelSet::pack_bf16): B rounded into [Kd, N] fp32 rows (ld = N).
-inline void pack_bf16_by_rounding(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
-  round_block_bf16(Kd, N, B, ldb, out->reshape(Kd, N, N, Kd * N));
+inline void pack_bf16_by_rounding(RoundRowsFn round, int64_t Kd, int64_t N, const float* B, int64_t ldb,
+                                  Bf16Operand* out) {
+  round(Kd, N, B, ldb, out->reshape(Kd, N, N, Kd * N), N);
 }
 
 // C = (acc ? C : 0) + bf16(A) B[:Kd, :N] on a portably packed B through the fp32 GEMM `f32` (gemm_nn):
 // the same rounded operands and fp32 GEMM as gemm_bf16_by_rounding, so the same bits.
-inline void gemm_packed_bf16_by_rounding(GemmFn f32, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
-                                         const Bf16Operand& B, bool acc, float* C, int64_t ldc) {
+inline void gemm_packed_bf16_by_rounding(GemmFn f32, RoundRowsFn round, int64_t M, int64_t N, int64_t Kd,
+                                         const float* A, int64_t lda, const Bf16Operand& B, bool acc, float* C,
+                                         int64_t ldc) {
   thread_local std::vector<float> a;
-  round_block_bf16(M, Kd, A, lda, &a);
+  a.resize(static_cast<std::size_t>(M * Kd));
+  round(M, Kd, A, lda, a.data(), Kd);
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
 }
 
 // The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows): widened to fp32, which
-// is exact, so they are the rounding forms above on the widened operands.
-inline void pack_bf16_rows_t_by_widening(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
-  float* d = out->reshape(Kd, N, N, Kd * N);
-  for (int64_t kd = 0; kd < Kd; ++kd) {
-    for (int64_t n = 0; n < N; ++n) d[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
-  }
+// is exact, so they are the rounding forms above on the widened operands. X [N, Kd] is widened row by row
+// and then transposed into B = X^T [Kd, N].
+inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, int64_t N, int64_t Kd,
+                                         const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  thread_local std::vector<float> x;
+  x.resize(static_cast<std::size_t>(N * Kd));
+  for (int64_t n = 0; n < N; ++n) widen(Kd, X + n * ldx, x.data() + n * Kd);
+  transpose(N, Kd, x.data(), Kd, nullptr, 1, out->reshape(Kd, N, N, Kd * N), N);
 }
 
-inline void gemm_bf16_rows_by_widening(GemmFn f32, int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
-                                       const Bf16Operand& B, bool acc, float* C, int64_t ldc) {
+inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
+                                       const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc, float* C,
+                                       int64_t ldc) {
   thread_local std::vector<float> a;
   a.resize(static_cast<std::size_t>(M * Kd));
-  for (int64_t r = 0; r < M; ++r) {
-    for (int64_t c = 0; c < Kd; ++c) a[r * Kd + c] = bf16_bits_to_f32(A[r * lda + c]);
-  }
+  for (int64_t r = 0; r < M; ++r) widen(Kd, A + r * lda, a.data() + r * Kd);
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
 }
 

@@ -98,6 +98,9 @@ struct KernelSet {
                           float* dst, int64_t ldd);
   // lo[r, c] = x[r, c] - bf16(x[r, c]): the low term of x's two-term bf16 split (simd.h bf16_residual).
   void (*bf16_residual)(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
+  // dst[r, c] = bf16(src[r, c]) as an fp32 (nearest, ties to even; NaN stays a quiet NaN): the operand
+  // rounding of the portable bf16 GEMMs (kernels/bf16_round.h), run on every operand of every call.
+  void (*round_bf16_rows)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
   // One m x m (m <= kTrilBlock) diagonal block of the unit lower-triangular inverse by forward substitution,
   // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_block_inverse).
   void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);

@@ -104,17 +104,22 @@ double fma_peak(int64_t iters) {
 template <bool TransA>
 void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
                float* C, int64_t ldc) {
-  gemm_bf16_by_rounding(&gemm<TransA>, TransA, M, N, Kd, A, lda, B, ldb, acc, C, ldc);
+  gemm_bf16_by_rounding(&gemm<TransA>, &round_block_bf16, TransA, M, N, Kd, A, lda, B, ldb, acc, C, ldc);
 }
 
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
                       float* C, int64_t ldc) {
-  gemm_packed_bf16_by_rounding(&gemm<false>, M, N, Kd, A, lda, B, acc, C, ldc);
+  gemm_packed_bf16_by_rounding(&gemm<false>, &round_block_bf16, M, N, Kd, A, lda, B, acc, C, ldc);
+}
+
+void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  pack_bf16_by_rounding(&round_block_bf16, Kd, N, B, ldb, out);
 }
 
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
 }
+
 
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
@@ -135,7 +140,7 @@ void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, floa
 
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
                     float* C, int64_t ldc) {
-  gemm_bf16_rows_by_widening(&gemm<false>, M, N, Kd, A, lda, B, acc, C, ldc);
+  gemm_bf16_rows_by_widening(&gemm<false>, &bf16_to_f32, M, N, Kd, A, lda, B, acc, C, ldc);
 }
 
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
@@ -156,6 +161,9 @@ void pack_transposed(int64_t rows, int64_t cols, const float* src, int64_t lds, 
     }
   }
 }
+void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  pack_bf16_rows_t_by_widening(&bf16_to_f32, &pack_transposed, N, Kd, X, ldx, out);
+}
 
 void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -168,9 +176,9 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares_rows, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
-          &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16_by_rounding, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &pack_bf16_rows_t_by_widening, &gemm_bf16_rows, &pack_transposed,
-          &bf16_residual, &tril_block_inverse, &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
+          &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
+          &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &pack_transposed,
+          &bf16_residual, &round_block_bf16, &tril_block_inverse, &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu
