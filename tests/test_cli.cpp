@@ -230,8 +230,11 @@ TEST(Cli, BenchPartsTimesOneChunkStepByPart) {
   for (const char* args : {"--preset kimi-linear --dtype bf16 --precision bf16", "--dtype f32"}) {
     ASSERT_EQ(run_cli(std::string("bench --parts --reps 1 ") + args + " --json " + json_path, &log), 0) << log;
     EXPECT_NE(log.find("in cache on one thread, 100 steps"), std::string::npos) << log;
+    EXPECT_NE(log.find("AMX tiles: "), std::string::npos) << log;  // usable, or why not
     std::ifstream jf(json_path);
     const auto j = nlohmann::json::parse(jf);
+    ASSERT_TRUE(j["amx"]["usable"].is_boolean()) << j["amx"].dump();
+    EXPECT_EQ(j["amx"]["usable"].get<bool>(), j["amx"]["reason"].get<std::string>().empty()) << j["amx"].dump();
     ASSERT_EQ(j["records"].size(), 1u);
     const auto& r = j["records"][0];
     EXPECT_EQ(r["strategy"], "parts");

@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <random>
 #include <vector>
 
+#include "kernels/amx_support.h"
 #include "kernels/bf16_round.h"
 #include "kernels/decay.h"
 #include "kernels/kernel_set.h"
@@ -572,6 +575,59 @@ TEST(KernelSets, Avx512Bf16SetWhereTheCpuHasIt) {
   EXPECT_EQ(sets.front().bf16_unit, "AVX512-BF16 dot products");
   EXPECT_NE(sets.front().bf16_peak, nullptr);
 #endif
+}
+
+// The AMX check names the first condition that fails: the instructions (CPUID), the OS's tile state
+// (OSXSAVE, XCR0 bits 17 and 18), the kernel's permission (arch_prctl); usable only when all hold.
+TEST(AmxSupport, NamesTheFirstFailedCondition) {
+  AmxProbe p;
+  EXPECT_NE(decide_amx_support(p).reason.find("no AMX-TILE or AMX-BF16"), std::string::npos);
+  p.cpu_tile = true;
+  EXPECT_NE(decide_amx_support(p).reason.find("no AMX-BF16"), std::string::npos);
+  p.cpu_bf16 = true;
+  EXPECT_NE(decide_amx_support(p).reason.find("OSXSAVE"), std::string::npos);
+  p.osxsave = true;
+  p.xcr0 = 0xE7;  // x87, SSE, AVX, AVX-512 state: no tiles
+  EXPECT_NE(decide_amx_support(p).reason.find("XCR0 bit 17, XTILECFG"), std::string::npos);
+  p.xcr0 |= uint64_t{1} << 17;
+  EXPECT_NE(decide_amx_support(p).reason.find("XCR0 bit 18, XTILEDATA"), std::string::npos);
+  p.xcr0 |= uint64_t{1} << 18;
+  p.perm_requested = true;
+  p.perm_rc = -1;
+  p.perm_errno = EINVAL;
+  const AmxSupport refused = decide_amx_support(p);
+  EXPECT_FALSE(refused.usable);
+  EXPECT_NE(refused.reason.find("ARCH_REQ_XCOMP_PERM"), std::string::npos) << refused.reason;
+  EXPECT_NE(refused.reason.find(std::strerror(EINVAL)), std::string::npos) << refused.reason;
+  p.perm_rc = 0;
+  p.perm_errno = 0;
+  const AmxSupport ok = decide_amx_support(p);
+  EXPECT_TRUE(ok.usable);
+  EXPECT_TRUE(ok.reason.empty());
+}
+
+// On this machine: without both amx_tile and amx_bf16 among /proc/cpuinfo's flags AMX is not usable, and
+// the reason says the CPU lacks them; with them, usable or refused by the OS, never "the CPU lacks".
+TEST(AmxSupport, AgreesWithTheCpuFlagsOfThisMachine) {
+  std::ifstream f("/proc/cpuinfo");
+  if (!f) GTEST_SKIP() << "no /proc/cpuinfo to compare with";
+  std::string line, flags;
+  while (std::getline(f, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  }
+  if (flags.empty()) GTEST_SKIP() << "no x86 flags line in /proc/cpuinfo";
+  const bool listed = flags.find(" amx_tile ") != std::string::npos && flags.find(" amx_bf16 ") != std::string::npos;
+  const AmxSupport& s = amx_support();
+  EXPECT_EQ(s.usable, s.reason.empty());
+  if (!listed) {
+    EXPECT_FALSE(s.usable);
+    EXPECT_NE(s.reason.find("the CPU reports no"), std::string::npos) << s.reason;
+  } else {
+    EXPECT_EQ(s.reason.find("the CPU reports no"), std::string::npos) << s.reason;
+  }
 }
 
 TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {

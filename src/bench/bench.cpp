@@ -14,6 +14,7 @@
 #include "core/strided.h"
 #include "exec/chunk_kernels.h"
 #include "exec/thread_pool.h"
+#include "kernels/amx_support.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "ops/fla_emulation.h"
@@ -187,6 +188,11 @@ Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T
 
 }  // namespace
 
+std::string amx_line(const BenchReport& rep) {
+  return rep.amx_usable ? "AMX tiles: usable by this process, not used yet (hanpu has no AMX kernel set)"
+                        : "AMX tiles: not usable: " + rep.amx_reason;
+}
+
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
   *out = BenchReport();
   std::vector<std::pair<std::string, EngineConfig>> runs;
@@ -218,6 +224,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
                 out->matrix_peak_gflops,
                 ks.bf16_peak ? "" : " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)");
   progress(line);
+  out->amx_usable = amx_support().usable;
+  out->amx_reason = amx_support().reason;
+  progress(amx_line(*out));
   // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
   // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
   if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {
@@ -389,6 +398,7 @@ std::string format_bench_table(const BenchReport& rep) {
   std::snprintf(line, sizeof line, "FMA peak (fp32, measured this run): %.1f GFLOP/s; bf16 GEMM unit: %s, %.1f GFLOP/s\n",
                 rep.fma_peak_gflops, rep.matrix_unit.c_str(), rep.matrix_peak_gflops);
   s += line;
+  s += amx_line(rep) + "\n";
   std::snprintf(line, sizeof line, "%-4s %-13s %-5s %-5s %7s %5s %-13s %9s %9s %9s %8s %6s %10s %11s %9s %9s\n",
                 "kind", "preset", "dtype", "prec", "T", "batch", "strategy", "median_ms", "min_ms", "max_ms", "GFLOP/s",
                 "util", "ws_MiB", "traffic_MiB", "rms_o", "rms_S");
@@ -444,6 +454,7 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["fma_peak_gflops"] = rep.fma_peak_gflops;
   j["matrix_peak_gflops"] = rep.matrix_peak_gflops;
   j["matrix_unit"] = rep.matrix_unit;
+  j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
   j["precision"] = precision_name(cfg.precision);
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();

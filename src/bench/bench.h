@@ -94,6 +94,9 @@ struct BenchReport {
   // the kernel set, or the fp32 FMA peak where it has none), and that unit's name.
   double matrix_peak_gflops = 0;
   std::string matrix_unit;
+  // Whether this process may run AMX tiles, and why not (kernels/amx_support.h).
+  bool amx_usable = false;
+  std::string amx_reason;
   std::vector<BenchRecord> records;
 };
 
@@ -108,6 +111,8 @@ double measure_fma_peak(int threads, bool bf16 = false);
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out);
 
 std::string format_bench_table(const BenchReport& rep);
+// The report's AMX line: usable, or why not.
+std::string amx_line(const BenchReport& rep);
 std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg);
 
 }  // namespace hanpu
