@@ -14,6 +14,7 @@
 #include "fuse/probe.h"
 #include "fuse/runtime.h"
 #include "fuse/stream.h"
+#include "kernels/amx_support.h"
 #include "kernels/kernel_set.h"
 
 namespace hanpu::cli {
@@ -85,8 +86,9 @@ int run_probe(const FuseArgs& a) {
   std::printf("matrix lane: %s, %d per step, alone %.1f GFLOP/s\n", r.lane_name.c_str(), kProbeMatrixChains,
               r.matrix_gflops);
   if (!r.matrix_engine) {
-    std::printf("the matrix engine is absent: no AMX tiles on this CPU, so the matrix lane runs on the vector unit "
-                "itself; overlap here is the vector unit's own pipes sharing two instruction mixes\n");
+    std::printf("%s\nthe matrix engine is absent, so the matrix lane runs on the vector unit itself; overlap here "
+                "is the vector unit's own pipes sharing two instruction mixes\n",
+                amx_support_line(amx_support()).c_str());
   }
   std::printf("overlap = (matrix + vector - both) / min(matrix, vector): 1 hidden, 0 serial\n");
   std::printf("%-6s %7s %11s %11s %11s %8s\n", "vector", "rounds", "matrix_us", "vector_us", "both_us", "overlap");
@@ -187,8 +189,9 @@ int run(const FuseArgs& a) {
       std::printf("matrix lane: %s (kernel set %s)\n", active_kernels().bf16_unit.c_str(),
                   active_kernels().name.c_str());
       if (!fuse::host_matrix_engine()) {
-        std::printf("the matrix engine is absent: no AMX tiles on this CPU, so the GEMMs run on the vector unit "
-                    "itself and group 4's interleaving shares one engine\n");
+        std::printf("%s\nthe matrix engine is absent, so the GEMMs run on the vector unit itself and group 4's "
+                    "interleaving shares one engine\n",
+                    amx_support_line(amx_support()).c_str());
       }
     }
     for (size_t i = 0; i < pairs.size(); ++i) {

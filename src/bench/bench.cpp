@@ -188,10 +188,7 @@ Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T
 
 }  // namespace
 
-std::string amx_line(const BenchReport& rep) {
-  return rep.amx_usable ? "AMX tiles: usable by this process, not used yet (hanpu has no AMX kernel set)"
-                        : "AMX tiles: not usable: " + rep.amx_reason;
-}
+std::string amx_line(const BenchReport& rep) { return amx_support_line(AmxSupport{rep.amx_usable, rep.amx_reason}); }
 
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
   *out = BenchReport();

@@ -48,7 +48,7 @@ AmxSupport decide_amx_support(const AmxProbe& p) {
     s.reason = std::string("the CPU reports no ") + (!p.cpu_tile && !p.cpu_bf16 ? "AMX-TILE or AMX-BF16"
                                                      : !p.cpu_tile               ? "AMX-TILE"
                                                                                  : "AMX-BF16") +
-               " (CPUID leaf 7; a hypervisor may hide them)";
+               " in CPUID leaf 7 (a hypervisor may hide them from a guest)";
     return s;
   }
   if (!p.osxsave) {
@@ -71,6 +71,11 @@ AmxSupport decide_amx_support(const AmxProbe& p) {
   }
   s.usable = true;
   return s;
+}
+
+std::string amx_support_line(const AmxSupport& s) {
+  return s.usable ? "AMX tiles: usable by this process, not used yet (hanpu has no AMX kernel set)"
+                  : "AMX tiles: not usable: " + s.reason;
 }
 
 const AmxSupport& amx_support() {

@@ -36,6 +36,9 @@ struct AmxProbe {
 // The decision from a probe (pure: tested on made-up probes).
 AmxSupport decide_amx_support(const AmxProbe& probe);
 
+// One line for a report: "AMX tiles: usable by this process, ..." or "AMX tiles: not usable: REASON".
+std::string amx_support_line(const AmxSupport& s);
+
 // This machine's answer, probed once per process (the first call makes the permission request, which
 // then holds for the process and the threads it starts).
 const AmxSupport& amx_support();
