@@ -15,16 +15,19 @@ namespace hanpu {
 namespace {
 
 constexpr int kXtileCfg = 17, kXtileData = 18;  // XSTATE components (XCR0 bits)
+// CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), CPUID.1:ECX bit 27 (OSXSAVE): spelled out
+// here because not every compiler's cpuid.h names the AMX bits (GCC 12's bit_AMX_*; clang 14's has none).
+constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24, kOsxsave = 1u << 27;
 
 #if defined(__x86_64__) && defined(__linux__)
 AmxProbe probe_this_machine() {
   AmxProbe p;
   unsigned a, b, c, d;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    p.cpu_tile = (d & bit_AMX_TILE) != 0;
-    p.cpu_bf16 = (d & bit_AMX_BF16) != 0;
+    p.cpu_tile = (d & kAmxTile) != 0;
+    p.cpu_bf16 = (d & kAmxBf16) != 0;
   }
-  if (__get_cpuid(1, &a, &b, &c, &d)) p.osxsave = (c & bit_OSXSAVE) != 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) p.osxsave = (c & kOsxsave) != 0;
   if (p.osxsave) {
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));

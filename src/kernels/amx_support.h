@@ -4,7 +4,7 @@
 // Three conditions, in the order Linux documents them (Documentation/arch/x86/xstate.rst, "Using XSTATE
 // features in user space applications"):
 //  1. the CPU has the instructions: CPUID.(EAX=7, ECX=0):EDX bit 24 (AMX-TILE) and bit 22 (AMX-BF16)
-//     (GCC's cpuid.h bit_AMX_TILE, bit_AMX_BF16);
+//     (GCC 12's cpuid.h bit_AMX_TILE, bit_AMX_BF16);
 //  2. the OS enabled the tile state: CPUID.1:ECX bit 27 (OSXSAVE), then XCR0 (XGETBV 0) bits 17 (XTILECFG)
 //     and 18 (XTILEDATA);
 //  3. this process holds the permission for the dynamic XTILEDATA state (XSTATE component 18), which the
