@@ -103,6 +103,49 @@ void check_packed_bf16(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// lower_times_bf16 against the per-block form on the set's own packed product (bf16_round.h
+// lower_times_bf16_by_blocks): equal values (a skipped zero product may change only a zero's sign), for
+// one to three terms, lengths off the row blocks (odd, under one block), column tails, with and without
+// accumulation. The left operands are lower triangular with nonzero padding beside them, which no form
+// may read.
+void check_lower_times_bf16(const KernelSet& ks, std::mt19937_64& rng) {
+  const GemmPackedFn packed = ks.gemm_packed_bf16;
+  for (int64_t L : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{37}, int64_t{64}}) {
+    for (int64_t N : {int64_t{5}, int64_t{16}, int64_t{48}, int64_t{128}}) {
+      const int64_t lda = L + 3, ldc = N + 2;
+      std::vector<std::vector<float>> A(kMaxLowerTerms);
+      std::vector<Bf16Operand> B(kMaxLowerTerms);
+      std::vector<Bf16LowerTerm> t(kMaxLowerTerms);
+      for (int k = 0; k < kMaxLowerTerms; ++k) {
+        A[k] = randn(L * lda, rng);
+        for (int64_t i = 0; i < L; ++i) {
+          for (int64_t j = i + 1; j < L; ++j) A[k][i * lda + j] = 0.0f;
+        }
+        const std::vector<float> X = randn(L * N, rng);
+        ks.pack_bf16(L, N, X.data(), N, &B[k]);
+        t[k] = {A[k].data(), lda, &B[k]};
+      }
+      const std::vector<float> C0 = randn(L * ldc, rng);
+      for (int nt = 1; nt <= kMaxLowerTerms; ++nt) {
+        for (bool acc : {false, true}) {
+          std::vector<float> want = C0, got = C0;
+          for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+            const int64_t r1 = std::min(L, r0 + kTrilBlock);
+            for (int k = 0; k < nt; ++k) {
+              packed(r1 - r0, N, r1, t[k].A + r0 * lda, lda, *t[k].B, acc || k > 0, want.data() + r0 * ldc, ldc);
+            }
+          }
+          ks.lower_times_bf16(L, N, nt, t.data(), acc, got.data(), ldc);
+          for (std::size_t i = 0; i < want.size(); ++i) {
+            ASSERT_EQ(want[i], got[i]) << ks.name << " L " << L << " N " << N << " terms " << nt
+                                       << (acc ? " accumulated" : "") << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The row conversions bit for bit against the element-wise definitions (hanpu/tensor.h), on values that
 // exercise the rounding: ties both ways, carries into the exponent, overflow to infinity, subnormals,
 // signed zeros, infinities and NaNs (quiet and signalling), at lengths with vector tails.
@@ -646,6 +689,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     }
     check_column_split(ks, rng);
     check_packed_bf16(ks, rng);
+    check_lower_times_bf16(ks, rng);
     check_bf16_rows(ks, rng);
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);

@@ -337,12 +337,23 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
     m_low.resize(static_cast<std::size_t>(L * L));
     simd::bf16_residual(L, L, M, ldm, m_low.data(), L);
   }
+  if (!repack) {  // every row block's terms in one call (chained in registers where the set can)
+    Bf16LowerTerm t[kMaxLowerTerms];
+    int n = 0;
+    t[n++] = {M, ldm, hi};
+    if (terms.right) t[n++] = {M, ldm, lo};
+    if (terms.left) t[n++] = {m_low.data(), L, hi};
+    simd::lower_times_bf16(L, N, n, t, accumulate, C, ldc);
+    for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+      const int64_t r1 = std::min(L, r0 + kTrilBlock);
+      cnt.flops += 2.0 * static_cast<double>(r1 - r0) * N * r1 * n;
+    }
+    return;
+  }
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    if (repack) {
-      simd::pack_bf16(r1, N, X, ldx, &own);
-      if (x_low) simd::pack_bf16(r1, N, x_low, N, &own_low);
-    }
+    simd::pack_bf16(r1, N, X, ldx, &own);
+    if (x_low) simd::pack_bf16(r1, N, x_low, N, &own_low);
     gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *hi, accumulate, C + r0 * ldc, ldc, cnt);
     if (terms.right) gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *lo, true, C + r0 * ldc, ldc, cnt);
     if (terms.left) gemm_packed(r1 - r0, N, r1, m_low.data() + r0 * L, L, *hi, true, C + r0 * ldc, ldc, cnt);

@@ -5,11 +5,13 @@
 // GEMM.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "hanpu/tensor.h"
 #include "kernels/kernel_set.h"
+#include "kernels/tril_inverse.h"
 
 namespace hanpu {
 
@@ -69,6 +71,22 @@ inline void gemm_packed_bf16_by_rounding(GemmFn f32, RoundRowsFn round, int64_t 
   a.resize(static_cast<std::size_t>(M * Kd));
   round(M, Kd, A, lda, a.data(), Kd);
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
+}
+
+using GemmPackedFn = void (*)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                              bool acc, float* C, int64_t ldc);
+
+// KernelSet::lower_times_bf16 on a set's packed product: row blocks of kTrilBlock up to the diagonal (block
+// [r0, r1) reads A's columns [0, r1)), each block's terms in order, accumulated through C.
+template <GemmPackedFn Packed>
+void lower_times_bf16_by_blocks(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* t, bool acc, float* C,
+                                int64_t ldc) {
+  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+    const int64_t r1 = std::min(L, r0 + kTrilBlock);
+    for (int k = 0; k < nterms; ++k) {
+      Packed(r1 - r0, N, r1, t[k].A + r0 * t[k].lda, t[k].lda, *t[k].B, acc || k > 0, C + r0 * ldc, ldc);
+    }
+  }
 }
 
 // The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows): widened to fp32, which

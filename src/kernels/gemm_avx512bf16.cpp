@@ -9,6 +9,9 @@
 //   B is packed to the dot-product layout: word (p, n) = (B[2p, n], B[2p + 1, n]), N padded to 16 lanes;
 //   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
 // pack_bf16 keeps B in that packed layout for gemm_packed_bf16 (several products, one conversion).
+// lower_times_bf16 chains a lower-triangular product's terms (a two-term split's two or three products) in
+// the same accumulators, each 8-row block stopping at its diagonal: per element the same chain of pairs as
+// one call per term and 16-row block, less the zero products above the diagonal.
 // Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
 // mask. Every output element is one chain over p in order, whatever block it falls in, so column splits
 // give identical columns (results are bit-identical for any thread count). Off x86 there is no such set.
@@ -17,6 +20,7 @@
 #endif
 
 #include <cstdint>
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -84,11 +88,20 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, in
   }
 }
 
-// C[MR rows, NV vectors] (+)= Ap rows . Bp columns over Kp words, A's word (r, p) at Ap[r * ars + p * aps];
-// the last vector's stores and loads are masked to `last` columns.
+// One product's operands: A's word (r, p) at a[r * ars + p * aps], B's word (p, n) at b[p * ldb + n].
+struct Panel {
+  const Word* a;
+  int64_t ars, aps;
+  const uint32_t* b;
+  int64_t ldb;
+  Panel at(int64_t row, int64_t col) const { return {a + row * ars, ars, aps, b + col, ldb}; }
+};
+
+// C[MR rows, NV vectors] (+)= the nt panels' products over Kp word steps each, chained in registers: every
+// element is one chain over the first panel's pairs in order, then the next panel's (the value of one call
+// per panel accumulating through C). The last vector's stores and loads are masked to `last` columns.
 template <int MR, int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t Kp, const Word* Ap, int64_t ars,
-                                                                         int64_t aps, const uint32_t* Bp, int64_t Np,
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt, const Panel* t, int64_t Kp,
                                                                          bool accumulate, float* C, int64_t ldc,
                                                                          __mmask16 last) {
   __m512 acc[MR][NV];
@@ -98,13 +111,18 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t
       acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(m, C + r * ldc + v * kLanes) : _mm512_setzero_ps();
     }
   }
-  for (int64_t p = 0; p < Kp; ++p) {
-    __m512i b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(Bp + p * Np + v * kLanes);
-    for (int r = 0; r < MR; ++r) {
-      const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * ars + p * aps]));
-      for (int v = 0; v < NV; ++v) {
-        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b[v]));
+  for (int k = 0; k < nt; ++k) {
+    const Word* Ap = t[k].a;
+    const int64_t ars = t[k].ars, aps = t[k].aps, Np = t[k].ldb;
+    const uint32_t* Bp = t[k].b;
+    for (int64_t p = 0; p < Kp; ++p) {
+      __m512i b[NV];
+      for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(Bp + p * Np + v * kLanes);
+      for (int r = 0; r < MR; ++r) {
+        const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * ars + p * aps]));
+        for (int v = 0; v < NV; ++v) {
+          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b[v]));
+        }
       }
     }
   }
@@ -113,32 +131,57 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int64_t
   }
 }
 
+constexpr int kMaxTerms = kMaxLowerTerms;
+
+// Rows [0, M) of the panels' products in blocks of kMR rows, then single rows. `lower`: A is lower
+// triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and the rest (zero products)
+// are skipped.
 template <int NV>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int64_t Kp, const Word* Ap, int64_t ars,
-                                                                 int64_t aps, const uint32_t* Bp, int64_t Np,
-                                                                 bool accumulate, float* C, int64_t ldc,
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int nt, const Panel* t, int64_t Kp,
+                                                                 bool lower, bool accumulate, float* C, int64_t ldc,
                                                                  __mmask16 last) {
+  Panel at[kMaxTerms];
+  const auto shift = [&](int64_t i) {
+    for (int k = 0; k < nt; ++k) at[k] = t[k].at(i, 0);
+  };
+  const auto steps = [&](int64_t i, int64_t mr) { return lower ? std::min(Kp, (i + mr + 1) / 2) : Kp; };
   int64_t i = 0;
   for (; i + kMR <= M; i += kMR) {
-    block<kMR, NV>(Kp, Ap + i * ars, ars, aps, Bp, Np, accumulate, C + i * ldc, ldc, last);
+    shift(i);
+    block<kMR, NV>(nt, at, steps(i, kMR), accumulate, C + i * ldc, ldc, last);
   }
-  for (; i < M; ++i) block<1, NV>(Kp, Ap + i * ars, ars, aps, Bp, Np, accumulate, C + i * ldc, ldc, last);
+  for (; i < M; ++i) {
+    shift(i);
+    block<1, NV>(nt, at, steps(i, 1), accumulate, C + i * ldc, ldc, last);
+  }
 }
 
-// C[M, N] (+)= op(A) B over Kp word steps from packed A words (ars, aps as in block) and packed B (row
-// stride Np words): 2-vector column blocks, then 16-column vectors with the tail masked.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int64_t Kp,
-                                                                     const Word* ap, int64_t ars, int64_t aps,
-                                                                     const uint32_t* bp, int64_t Np, bool accumulate,
+// C[M, N] (+)= the sum of the nt panels' products over Kp word steps (B's rows of ldb >= ceil16(N) words):
+// 2-vector column blocks, then 16-column vectors with the tail masked.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int nt, const Panel* t,
+                                                                     int64_t Kp, bool lower, bool accumulate,
                                                                      float* C, int64_t ldc) {
+  Panel at[kMaxTerms];
+  const auto shift = [&](int64_t j) {
+    for (int k = 0; k < nt; ++k) at[k] = t[k].at(0, j);
+  };
   int64_t j = 0;
-  for (; j + 2 * kLanes <= N; j += 2 * kLanes) rows<2>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, 0xFFFF);
+  for (; j + 2 * kLanes <= N; j += 2 * kLanes) {
+    shift(j);
+    rows<2>(M, nt, at, Kp, lower, accumulate, C + j, ldc, 0xFFFF);
+  }
   while (j < N) {
     const int64_t n = N - j;
     const __mmask16 last = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-    rows<1>(M, Kp, ap, ars, aps, bp + j, Np, accumulate, C + j, ldc, last);
+    shift(j);
+    rows<1>(M, nt, at, Kp, lower, accumulate, C + j, ldc, last);
     j += kLanes;
   }
+}
+
+// One product: C[M, N] (+)= op(A) B.
+void multiply(int64_t M, int64_t N, int64_t Kp, const Panel& t, bool accumulate, float* C, int64_t ldc) {
+  multiply(M, N, 1, &t, Kp, false, accumulate, C, ldc);
 }
 
 // op(A)'s words into a per-thread buffer: rows of Kp (ars = Kp, aps = 1), or for a transposed A the
@@ -169,7 +212,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M,
   const uint32_t* ap = pack_left<TransA>(M, Kd, A, lda, &ars, &aps);
   uint32_t* bp = words(&bbuf, Kp * Np);
   pack_b(N, Kd, B, ldb, Np, bp);
-  multiply(M, N, Kp, ap, ars, aps, bp, Np, accumulate, C, ldc);
+  multiply(M, N, Kp, Panel{ap, ars, aps, bp, Np}, accumulate, C, ldc);
 }
 
 // The packed operand (KernelSet::pack_bf16): pack_b's words, rows of ld = ceil16(N) words.
@@ -183,8 +226,24 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
   if (M <= 0 || N <= 0) return;
   int64_t ars = 0, aps = 0;
   const uint32_t* ap = pack_left<false>(M, Kd, A, lda, &ars, &aps);
-  multiply(M, N, (Kd + 1) / 2, ap, ars, aps, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld, accumulate, C,
-           ldc);
+  multiply(M, N, (Kd + 1) / 2, Panel{ap, ars, aps, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate,
+           C, ldc);
+}
+
+// KernelSet::lower_times_bf16: each term's A to bf16 rows once, then every row block's terms chained in
+// registers, up to the block's diagonal.
+void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
+                 int64_t ldc) {
+  if (L <= 0 || N <= 0 || nterms <= 0) return;
+  thread_local std::vector<uint32_t> abuf;
+  const int64_t Kp = (L + 1) / 2;
+  uint32_t* w = words(&abuf, nterms * L * Kp);
+  Panel t[kMaxTerms];
+  for (int k = 0; k < nterms; ++k) {
+    pack_a(L, L, terms[k].A, terms[k].lda, w + k * L * Kp);
+    t[k] = {w + k * L * Kp, Kp, 1, reinterpret_cast<const uint32_t*>(terms[k].B->data.data()), terms[k].B->ld};
+  }
+  multiply(L, N, nterms, t, Kp, true, accumulate, C, ldc);
 }
 
 // One pair word of a bf16 row: (x[2p], x[2p + 1]), the high half zero past Kd.
@@ -239,7 +298,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
     ap = w;
     ars = Kp;
   }
-  multiply(M, N, Kp, ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld, accumulate, C, ldc);
+  multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc);
 }
 
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).
@@ -274,6 +333,7 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.gemm_packed_bf16 = &gemm_packed;
     k.pack_bf16_rows_t = &pack_rows_t;
     k.gemm_bf16_rows = &gemm_rows;
+    k.lower_times_bf16 = &lower_times;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;
     out->insert(out->begin(), k);

@@ -34,6 +34,17 @@ struct Bf16Operand {
   }
 };
 
+// One term of a lower-triangular bf16 product (KernelSet::lower_times_bf16): bf16(A) [L, L], row stride lda,
+// lower triangular (A[i, j] = 0 for j > i: a chunk's P or T, or its low term), times a packed B [L, N].
+struct Bf16LowerTerm {
+  const float* A;
+  int64_t lda;
+  const Bf16Operand* B;
+};
+
+// The most terms one lower_times_bf16 call chains (a product with both operands split has three).
+inline constexpr int kMaxLowerTerms = 3;
+
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
   int64_t gemm_column_block;   // column splits of a GEMM at multiples of this give identical columns
@@ -101,6 +112,13 @@ struct KernelSet {
   // dst[r, c] = bf16(src[r, c]) as an fp32 (nearest, ties to even; NaN stays a quiet NaN): the operand
   // rounding of the portable bf16 GEMMs (kernels/bf16_round.h), run on every operand of every call.
   void (*round_bf16_rows)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+  // C[L, N] = (acc ? C : 0) + sum_t bf16(A_t) B_t for lower-triangular A_t (the bf16 mode's V' = T R and
+  // P V', a two-term split being two or three terms): the value of gemm_packed_bf16 called on row blocks of
+  // kTrilBlock, block [r0, r1) reading A's columns [0, r1), term after term into C (bf16_round.h
+  // lower_times_bf16_by_blocks). A set may chain the terms in registers and skip the zero products above
+  // the diagonal, so only the sign of a zero result may differ from that form.
+  void (*lower_times_bf16)(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C,
+                           int64_t ldc);
   // One m x m (m <= kTrilBlock) diagonal block of the unit lower-triangular inverse by forward substitution,
   // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_block_inverse).
   void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);

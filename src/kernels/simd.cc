@@ -631,7 +631,7 @@ KernelSet MakeKernelSet() {
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &PackTransposed,
-          &Bf16Residual, &RoundBf16Rows, &TrilBlockInverse, &GateCumsum, "fp32 FMA on rounded operands", nullptr};
+          &Bf16Residual, &RoundBf16Rows, &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse, &GateCumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -697,6 +697,16 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
                       bool accumulate, float* C, int64_t ldc) {
   check_packed_call(N, Kd, B);
   active_kernels().gemm_packed_bf16(M, N, Kd, A, lda, B, accumulate, C, ldc);
+}
+
+void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
+                      int64_t ldc) {
+  if (nterms < 1 || nterms > kMaxLowerTerms) {
+    std::fprintf(stderr, "hanpu: lower_times_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
+    std::abort();
+  }
+  for (int k = 0; k < nterms; ++k) check_packed_call(N, L, *terms[k].B);
+  active_kernels().lower_times_bf16(L, N, nterms, terms, accumulate, C, ldc);
 }
 
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }

@@ -11,7 +11,8 @@
 #include <cstdint>
 
 namespace hanpu {
-struct Bf16Operand;  // kernels/kernel_set.h
+struct Bf16Operand;    // kernels/kernel_set.h
+struct Bf16LowerTerm;  // kernels/kernel_set.h
 }
 
 namespace hanpu::simd {
@@ -46,6 +47,11 @@ void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
 void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out);
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                       bool accumulate, float* C, int64_t ldc);
+
+// C[L, N] = (acc ? C : 0) + sum_t bf16(A_t) B_t for lower-triangular A_t [L, L] and B_t packed [L, N]
+// (kernels/kernel_set.h lower_times_bf16): gemm_packed_bf16 per row block and term, up to the sign of zeros.
+void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
+                      int64_t ldc);
 
 // The same for operands already in bf16 (rows of bf16 bit patterns): B = X^T packed from X [N, Kd], and the
 // packed product with A given as bf16 rows (kernels/kernel_set.h); bit-identical to the forms above on the
