@@ -15,11 +15,11 @@ namespace hanpu {
 namespace {
 
 constexpr int kXtileCfg = 17, kXtileData = 18;  // XSTATE components (XCR0 bits)
+#if defined(__x86_64__) && defined(__linux__)
 // CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), CPUID.1:ECX bit 27 (OSXSAVE): spelled out
 // here because not every compiler's cpuid.h names the AMX bits (GCC 12's bit_AMX_*; clang 14's has none).
 constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24, kOsxsave = 1u << 27;
 
-#if defined(__x86_64__) && defined(__linux__)
 AmxProbe probe_this_machine() {
   AmxProbe p;
   unsigned a, b, c, d;

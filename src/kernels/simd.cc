@@ -472,14 +472,20 @@ void Bf16ToF32(int64_t n, const uint16_t* src, float* dst) {
   for (; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
 }
 
-// x rounded to bf16 in fp32 storage, lane-wise as round_bf16: the upper half of u + 0x7FFF + (bit 16 of u)
-// (F32ToBf16's rounding, kept in place with zero low bits); a NaN's upper half with the quiet bit set.
+// The bf16 rounding of fp32 bit patterns u (nearest, ties to even) in the upper half of
+// u + 0x7FFF + (bit 16 of u); NaNs are the callers' to treat.
+template <class DU, class VU>
+HWY_INLINE VU RoundedBf16Bits(DU du, VU u) {
+  return hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+}
+
+// x rounded to bf16 in fp32 storage, lane-wise as round_bf16: RoundedBf16Bits's upper half (F32ToBf16's
+// rounding, kept in place with zero low bits); a NaN's upper half with the quiet bit set.
 void RoundBf16Rows(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du32;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
-  const auto bias = hn::Set(du32, 0x7FFFu), one = hn::Set(du32, 1u), high = hn::Set(du32, 0xFFFF0000u);
-  const auto quiet = hn::Set(du32, 0x00400000u);
+  const auto high = hn::Set(du32, 0xFFFF0000u), quiet = hn::Set(du32, 0x00400000u);
   for (int64_t r = 0; r < rows; ++r) {
     const float* sr = src + r * lds;
     float* dr = dst + r * ldd;
@@ -487,7 +493,7 @@ void RoundBf16Rows(int64_t rows, int64_t cols, const float* src, int64_t lds, fl
     for (; c + nl <= cols; c += nl) {
       const auto x = hn::LoadU(df, sr + c);
       const auto u = hn::BitCast(du32, x);
-      const auto rounded = hn::And(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)), high);
+      const auto rounded = hn::And(RoundedBf16Bits(du32, u), high);
       const auto nan = hn::Or(hn::And(u, high), quiet);
       hn::StoreU(hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded)), df, dr + c);
     }
@@ -517,20 +523,20 @@ void GemmPackedBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t ld
   gemm_packed_bf16_by_rounding(&GemmNN, &RoundBf16Rows, M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
-// fp32 -> bf16, nearest with ties to even, NaN kept quiet (f32_to_bf16_bits, lane-wise): the upper half of
-// u + 0x7FFF + (bit 16 of u); a NaN's upper half with the quiet bit set.
+// fp32 -> bf16, nearest with ties to even, NaN kept quiet (f32_to_bf16_bits, lane-wise): RoundedBf16Bits's
+// upper half; a NaN's upper half with the quiet bit set.
 void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di32;
   const hn::RebindToUnsigned<decltype(df)> du32;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
-  const auto bias = hn::Set(du32, 0x7FFFu), one = hn::Set(du32, 1u), quiet = hn::Set(du32, 0x40u);
+  const auto quiet = hn::Set(du32, 0x40u);
   int64_t i = 0;
   for (; i + nl <= n; i += nl) {
     const auto x = hn::LoadU(df, src + i);
     const auto u = hn::BitCast(du32, x);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)));
+    const auto rounded = hn::ShiftRight<16>(RoundedBf16Bits(du32, u));
     const auto nan = hn::Or(hn::ShiftRight<16>(u), quiet);
     const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded);
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, dst + i);  // bits <= 0xFFFF: no saturation
@@ -538,14 +544,14 @@ void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
-// x - bf16(x), lane-wise: bf16(x) is the upper half of u + 0x7FFF + (bit 16 of u) as in F32ToBf16, kept as
-// an fp32 with zero low bits. A NaN or infinite x, or one that rounds to infinity, gives a non-finite lo, as in
+// x - bf16(x), lane-wise: bf16(x) is RoundedBf16Bits's upper half as in F32ToBf16, kept as an fp32 with zero
+// low bits. A NaN or infinite x, or one that rounds to infinity, gives a non-finite lo, as in
 // the reference set.
 void Bf16Residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du32;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
-  const auto bias = hn::Set(du32, 0x7FFFu), one = hn::Set(du32, 1u), high = hn::Set(du32, 0xFFFF0000u);
+  const auto high = hn::Set(du32, 0xFFFF0000u);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * ldx;
     float* lr = lo + r * ldl;
@@ -553,7 +559,7 @@ void Bf16Residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float
     for (; c + nl <= cols; c += nl) {
       const auto v = hn::LoadU(df, xr + c);
       const auto u = hn::BitCast(du32, v);
-      const auto hi = hn::And(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)), high);
+      const auto hi = hn::And(RoundedBf16Bits(du32, u), high);
       hn::StoreU(hn::Sub(v, hn::BitCast(df, hi)), df, lr + c);
     }
     for (; c < cols; ++c) lr[c] = xr[c] - round_bf16(xr[c]);
