@@ -140,19 +140,19 @@ template <int NV>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int nt, const Panel* t, int64_t Kp,
                                                                  bool lower, bool accumulate, float* C, int64_t ldc,
                                                                  __mmask16 last) {
-  Panel at[kMaxTerms];
+  Panel moved[kMaxTerms];
   const auto shift = [&](int64_t i) {
-    for (int k = 0; k < nt; ++k) at[k] = t[k].at(i, 0);
+    for (int k = 0; k < nt; ++k) moved[k] = t[k].at(i, 0);
   };
   const auto steps = [&](int64_t i, int64_t mr) { return lower ? std::min(Kp, (i + mr + 1) / 2) : Kp; };
   int64_t i = 0;
   for (; i + kMR <= M; i += kMR) {
     shift(i);
-    block<kMR, NV>(nt, at, steps(i, kMR), accumulate, C + i * ldc, ldc, last);
+    block<kMR, NV>(nt, moved, steps(i, kMR), accumulate, C + i * ldc, ldc, last);
   }
   for (; i < M; ++i) {
     shift(i);
-    block<1, NV>(nt, at, steps(i, 1), accumulate, C + i * ldc, ldc, last);
+    block<1, NV>(nt, moved, steps(i, 1), accumulate, C + i * ldc, ldc, last);
   }
 }
 
@@ -161,20 +161,20 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int nt, const Panel* t,
                                                                      int64_t Kp, bool lower, bool accumulate,
                                                                      float* C, int64_t ldc) {
-  Panel at[kMaxTerms];
+  Panel moved[kMaxTerms];
   const auto shift = [&](int64_t j) {
-    for (int k = 0; k < nt; ++k) at[k] = t[k].at(0, j);
+    for (int k = 0; k < nt; ++k) moved[k] = t[k].at(0, j);
   };
   int64_t j = 0;
   for (; j + 2 * kLanes <= N; j += 2 * kLanes) {
     shift(j);
-    rows<2>(M, nt, at, Kp, lower, accumulate, C + j, ldc, 0xFFFF);
+    rows<2>(M, nt, moved, Kp, lower, accumulate, C + j, ldc, 0xFFFF);
   }
   while (j < N) {
     const int64_t n = N - j;
     const __mmask16 last = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
     shift(j);
-    rows<1>(M, nt, at, Kp, lower, accumulate, C + j, ldc, last);
+    rows<1>(M, nt, moved, Kp, lower, accumulate, C + j, ldc, last);
     j += kLanes;
   }
 }
