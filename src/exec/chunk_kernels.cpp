@@ -316,47 +316,44 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
     }
     return;
   }
-  // X is packed once and each row block reads its leading r1 rows (r1 a multiple of kTrilBlock, or L): the
-  // pairs of rows [0, r1) are the same words whether L or r1 rows were packed. A split X's low term is made
-  // once, for every packing of it; a split M's low term once for all row blocks.
+  // A split M's low term is made once for all row blocks, a split X's once for every packing of it.
   thread_local Bf16Operand own, own_low;
   thread_local std::vector<float> m_low;
-  const Bf16Operand *hi = &own, *lo = &own_low;
-  const float* x_low = nullptr;
-  if (kept && !repack) {
-    hi = &kept->of(L, N, X, ldx, terms.right);
-    lo = &kept->low;
-  } else {
-    if (terms.right) x_low = residual(L, N, X, ldx);
-    if (!repack) {
-      simd::pack_bf16(L, N, X, ldx, &own);
-      if (x_low) simd::pack_bf16(L, N, x_low, N, &own_low);
-    }
-  }
   if (terms.left) {
     m_low.resize(static_cast<std::size_t>(L * L));
     simd::bf16_residual(L, L, M, ldm, m_low.data(), L);
   }
-  if (!repack) {  // every row block's terms in one call (chained in registers where the set can)
-    Bf16LowerTerm t[kMaxLowerTerms];
-    int n = 0;
-    t[n++] = {M, ldm, hi};
-    if (terms.right) t[n++] = {M, ldm, lo};
-    if (terms.left) t[n++] = {m_low.data(), L, hi};
-    simd::lower_times_bf16(L, N, n, t, accumulate, C, ldc);
+  if (repack) {  // pack-always: each row block packs the leading r1 rows of X it reads, every term a call
+    const float* x_low = terms.right ? residual(L, N, X, ldx) : nullptr;
     for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
       const int64_t r1 = std::min(L, r0 + kTrilBlock);
-      cnt.flops += 2.0 * static_cast<double>(r1 - r0) * N * r1 * n;
+      simd::pack_bf16(r1, N, X, ldx, &own);
+      if (x_low) simd::pack_bf16(r1, N, x_low, N, &own_low);
+      gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, own, accumulate, C + r0 * ldc, ldc, cnt);
+      if (x_low) gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, own_low, true, C + r0 * ldc, ldc, cnt);
+      if (terms.left) gemm_packed(r1 - r0, N, r1, m_low.data() + r0 * L, L, own, true, C + r0 * ldc, ldc, cnt);
     }
     return;
   }
-  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
+  // X packed once (or kept from an earlier product), every row block's terms in one call, chained in
+  // registers where the set can: row block [r0, r1) reads the pairs of X's rows [0, r1), the same words
+  // whether L or r1 rows were packed.
+  const Bf16Operand *hi = &own, *lo = &own_low;
+  if (kept) {
+    hi = &kept->of(L, N, X, ldx, terms.right);
+    lo = &kept->low;
+  } else {
+    pack_right(L, N, X, ldx, terms.right, &own, &own_low);
+  }
+  Bf16LowerTerm t[kMaxLowerTerms];
+  int n = 0;
+  t[n++] = {M, ldm, hi};
+  if (terms.right) t[n++] = {M, ldm, lo};
+  if (terms.left) t[n++] = {m_low.data(), L, hi};
+  simd::lower_times_bf16(L, N, n, t, accumulate, C, ldc);
+  for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {  // the products of the row blocks, as gemm_packed counts them
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    simd::pack_bf16(r1, N, X, ldx, &own);
-    if (x_low) simd::pack_bf16(r1, N, x_low, N, &own_low);
-    gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *hi, accumulate, C + r0 * ldc, ldc, cnt);
-    if (terms.right) gemm_packed(r1 - r0, N, r1, M + r0 * ldm, ldm, *lo, true, C + r0 * ldc, ldc, cnt);
-    if (terms.left) gemm_packed(r1 - r0, N, r1, m_low.data() + r0 * L, L, *hi, true, C + r0 * ldc, ldc, cnt);
+    cnt.flops += 2.0 * static_cast<double>(r1 - r0) * N * r1 * n;
   }
 }
 

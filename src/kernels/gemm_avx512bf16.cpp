@@ -19,9 +19,9 @@
 #include <immintrin.h>
 #endif
 
-#include <cstdint>
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/kernel_set.h"
@@ -131,8 +131,6 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt,
   }
 }
 
-constexpr int kMaxTerms = kMaxLowerTerms;
-
 // Rows [0, M) of the panels' products in blocks of kMR rows, then single rows. `lower`: A is lower
 // triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and the rest (zero products)
 // are skipped.
@@ -140,7 +138,7 @@ template <int NV>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int nt, const Panel* t, int64_t Kp,
                                                                  bool lower, bool accumulate, float* C, int64_t ldc,
                                                                  __mmask16 last) {
-  Panel moved[kMaxTerms];
+  Panel moved[kMaxLowerTerms];
   const auto shift = [&](int64_t i) {
     for (int k = 0; k < nt; ++k) moved[k] = t[k].at(i, 0);
   };
@@ -161,7 +159,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int nt, const Panel* t,
                                                                      int64_t Kp, bool lower, bool accumulate,
                                                                      float* C, int64_t ldc) {
-  Panel moved[kMaxTerms];
+  Panel moved[kMaxLowerTerms];
   const auto shift = [&](int64_t j) {
     for (int k = 0; k < nt; ++k) moved[k] = t[k].at(0, j);
   };
@@ -238,7 +236,7 @@ void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, b
   thread_local std::vector<uint32_t> abuf;
   const int64_t Kp = (L + 1) / 2;
   uint32_t* w = words(&abuf, nterms * L * Kp);
-  Panel t[kMaxTerms];
+  Panel t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) {
     pack_a(L, L, terms[k].A, terms[k].lda, w + k * L * Kp);
     t[k] = {w + k * L * Kp, Kp, 1, reinterpret_cast<const uint32_t*>(terms[k].B->data.data()), terms[k].B->ld};
