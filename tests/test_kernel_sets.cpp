@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <random>
 #include <vector>
@@ -253,6 +255,35 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// gemm_bf16_rows_tn against gemm_tn_bf16 on the widened rows, bit for bit: M at and past the 16-column panel
+// edges, even and odd Kd (the last pair's high half), an odd row stride and rows at an odd bf16 offset,
+// accumulating or not.
+void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t M : {int64_t{1}, int64_t{9}, int64_t{16}, int64_t{33}, int64_t{128}}) {
+    for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{64}}) {
+      for (int64_t ldx : {M, M + 3}) {
+        const int64_t N = 17, x0 = ldx == M ? 0 : 1;
+        std::vector<uint16_t> X(Kd * ldx + 1);
+        std::vector<float> Xf(X.size());
+        const std::vector<float> x = randn(X.size(), rng), B = randn(Kd * N, rng);
+        for (std::size_t i = 0; i < X.size(); ++i) {
+          X[i] = f32_to_bf16_bits(x[i]);
+          Xf[i] = bf16_bits_to_f32(X[i]);
+        }
+        Bf16Operand packed;
+        ks.pack_bf16(Kd, N, B.data(), N, &packed);
+        for (bool acc : {false, true}) {
+          std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
+          ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N);
+          ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, packed, acc, got.data(), N);
+          ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
+                               << (acc ? " acc" : "");
+        }
+      }
+    }
+  }
+}
+
 // Decay factors from cumsums against the double definition: row strides of 0 (one row repeated) and a
 // null subtrahend, column tails, differences down to underflow.
 void check_exp_diff(const KernelSet& ks, std::mt19937_64& rng) {
@@ -371,6 +402,36 @@ void check_bf16_residual(const KernelSet& ks, std::mt19937_64& rng) {
         ASSERT_EQ(round_bf16(xv) + got, xv) << ks.name;
         ASSERT_LE(std::fabs(got), std::fabs(xv) * std::ldexp(1.0f, -8)) << ks.name;
       }
+    }
+  }
+}
+
+// pack_bf16_split against its definition, word for word: pack_bf16 of X and of bf16_residual(X), at odd Kd
+// (a last pair's missing row) and column tails, on ties, -0, subnormals (of X and of its low term),
+// infinities, values that round to infinity and NaNs.
+void check_pack_bf16_split(const KernelSet& ks, std::mt19937_64& rng) {
+  const auto same = [](const Bf16Operand& a, const Bf16Operand& b) {
+    return a.Kd == b.Kd && a.N == b.N && a.ld == b.ld && a.data.size() == b.data.size() &&
+           std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
+  };
+  for (int64_t Kd : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}}) {
+    for (int64_t N : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{33}, int64_t{128}}) {
+      const int64_t ldx = N + 3;
+      std::vector<float> x = randn(Kd * ldx, rng);
+      std::uniform_int_distribution<int> ex(-40, 40);
+      for (float& v : x) v = std::ldexp(v, ex(rng));
+      const float specials[] = {bf16_bits_to_f32(0x3F81) + std::ldexp(1.0f, -8), -0.0f, std::ldexp(1.0f, -140),
+                                std::ldexp(1.0f, -120) * 1.00390625f, INFINITY, -INFINITY,
+                                std::numeric_limits<float>::max(), NAN};
+      for (std::size_t i = 0; i < std::size(specials) && i < x.size(); ++i) x[(i * 5) % x.size()] = specials[i];
+      Bf16Operand hi, lo, want_hi, want_lo;
+      std::vector<float> low(Kd * N);
+      ks.bf16_residual(Kd, N, x.data(), ldx, low.data(), N);
+      ks.pack_bf16(Kd, N, x.data(), ldx, &want_hi);
+      ks.pack_bf16(Kd, N, low.data(), N, &want_lo);
+      ks.pack_bf16_split(Kd, N, x.data(), ldx, &hi, &lo);
+      EXPECT_TRUE(same(hi, want_hi)) << ks.name << " split pack hi " << Kd << "x" << N;
+      EXPECT_TRUE(same(lo, want_lo)) << ks.name << " split pack lo " << Kd << "x" << N;
     }
   }
 }
@@ -691,11 +752,13 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_packed_bf16(ks, rng);
     check_lower_times_bf16(ks, rng);
     check_bf16_rows(ks, rng);
+    check_bf16_rows_tn(ks, rng);
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
     check_exp_diff(ks, rng);
     check_pack_transposed(ks, rng);
     check_bf16_residual(ks, rng);
+    check_pack_bf16_split(ks, rng);
     check_round_bf16_rows(ks, rng);
     check_tril_block_inverse(ks, rng);
     check_gate_cumsum(ks, rng);

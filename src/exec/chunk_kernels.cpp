@@ -269,8 +269,11 @@ const float* residual(int64_t rows, int64_t cols, const float* X, int64_t ldx) {
 }  // namespace
 
 void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, Bf16Operand* hi, Bf16Operand* lo) {
-  simd::pack_bf16(Kd, N, X, ldx, hi);
-  if (split) simd::pack_bf16(Kd, N, residual(Kd, N, X, ldx), N, lo);
+  if (split) {
+    simd::pack_bf16_split(Kd, N, X, ldx, hi, lo);
+  } else {
+    simd::pack_bf16(Kd, N, X, ldx, hi);
+  }
 }
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
@@ -293,6 +296,16 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
       gemm_tn(K, cols, L, keys, K, v, cols, true, dst, cols, cnt);
     }
   }
+}
+
+void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,
+                            Counters& cnt) {
+  const int64_t K = in.K;
+  thread_local Bf16Operand vd;
+  simd::scale_rows(K, cols, S, cols, in.g_last.data(), 0, nullptr, dst, cols);  // e^{G_last} S (GDN: one gate)
+  simd::pack_bf16(L, cols, Vd, cols, &vd);
+  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols);
+  cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
 }
 
 const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split_x) {

@@ -164,6 +164,13 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept = nullptr, bool split_vn = false);
 
+// bf16 GDN's update with the chunk's keys as loaded (ChunkInputs::raw_qk): dst = e^{G_last} S + K^T Vd on
+// [K, cols], K^T read from the bf16 key rows [L, K] through the kernel set's own panel of them (no fp32
+// transpose or conversion); Vd [L, cols] is GDN's decayed V'. The same bits as update_state on the widened
+// keys in either layout (gemm_tn_bf16 and the packed panel's gemm_nn_bf16 run the same chains).
+void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,
+                            Counters& cnt);
+
 // gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt);

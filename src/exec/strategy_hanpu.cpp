@@ -214,8 +214,13 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         }
         break;
       case plan::OpCode::kKtV:
-        if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'), K read transposed in place or from a panel
+        if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'): K from its bf16 rows, or read transposed in
+                                 // place or from a panel (either layout: the same bits)
           simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, in.k_factors(), ws.Vd.data(), Vc);
+          if (in.raw_qk) {
+            update_state_from_rows(in, L, Vc, S, ws.Vd.data(), dst, cnt);
+            break;
+          }
           if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
           update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
                        dst, cnt, nullptr, terms(op).right);

@@ -73,6 +73,19 @@ inline void gemm_packed_bf16_by_rounding(GemmFn f32, RoundRowsFn round, int64_t 
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
 }
 
+using PackFn = void (*)(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out);
+using ResidualFn = void (*)(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
+
+// KernelSet::pack_bf16_split as its definition: the low term into a per-thread buffer, then both packings.
+template <PackFn Pack, ResidualFn Residual>
+void pack_bf16_split_by_parts(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
+  thread_local std::vector<float> low;
+  low.resize(static_cast<std::size_t>(Kd * N));
+  Residual(Kd, N, X, ldx, low.data(), N);
+  Pack(Kd, N, X, ldx, hi);
+  Pack(Kd, N, low.data(), N, lo);
+}
+
 using GemmPackedFn = void (*)(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                               bool acc, float* C, int64_t ldc);
 
@@ -89,7 +102,7 @@ void lower_times_bf16_by_blocks(int64_t L, int64_t N, int nterms, const Bf16Lowe
   }
 }
 
-// The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows): widened to fp32, which
+// The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows, gemm_bf16_rows_tn): widened to fp32, which
 // is exact, so they are the rounding forms above on the widened operands. X [N, Kd] is widened row by row
 // and then transposed into B = X^T [Kd, N].
 inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, int64_t N, int64_t Kd,
@@ -107,6 +120,17 @@ inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int
   a.resize(static_cast<std::size_t>(M * Kd));
   for (int64_t r = 0; r < M; ++r) widen(Kd, A + r * lda, a.data() + r * Kd);
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
+}
+
+// KernelSet::gemm_bf16_rows_tn's portable form: X [Kd, M] widened row by row, then the set's fp32 gemm_tn
+// (`tn`) on it and the packed B, whose rows are B's rounded source: gemm_bf16_by_rounding's operands and GEMM.
+inline void gemm_bf16_rows_tn_by_widening(GemmFn tn, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
+                                          const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc, float* C,
+                                          int64_t ldc) {
+  thread_local std::vector<float> x;
+  x.resize(static_cast<std::size_t>(Kd * M));
+  for (int64_t r = 0; r < Kd; ++r) widen(M, X + r * ldx, x.data() + r * M);
+  tn(M, N, Kd, x.data(), M, B.data.data(), B.ld, acc, C, ldc);
 }
 
 }  // namespace hanpu

@@ -67,15 +67,20 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(int64_t M, in
   }
 }
 
+// After cvtne2ps of rows 2p (x0) and 2p + 1 (x1): bf16 lane i < 16 is x0[i], lane 16 + i is x1[i]; this
+// permutation interleaves them into the words (x0[i], x1[i]).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_interleave() {
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_load_si512(kInterleave);
+}
+
 // B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]), rows of Np = ceil16(N) words. A transposed A
 // operand (stored [Kd, M]) is packed the same way: word (p, r) is then op(A)'s pair (r, p).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb,
                                                                    int64_t Np, uint32_t* out) {
   const int64_t Kp = (Kd + 1) / 2;
-  // After cvtne2ps: bf16 lane i < 16 is B[2p, j + i], lane 16 + i is B[2p + 1, j + i]; interleave them.
-  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i idx = _mm512_load_si512(kInterleave);
+  const __m512i idx = pair_interleave();
   for (int64_t p = 0; p < Kp; ++p) {
     const float* r0 = B + 2 * p * ldb;
     const float* r1 = r0 + ldb;
@@ -219,6 +224,41 @@ void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operan
   pack_b(N, Kd, B, ldb, Np, reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np)));
 }
 
+// The rounded halves of a cvtne2ps result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
+template <int Half>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
+  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+
+// KernelSet::pack_bf16_split in one pass: per pair of rows and 16 columns, the rounded pairs (pack_b's
+// words), the residuals x - bf16(x) from them (exact in fp32; VCVTNE2PS2BF16 rounds as bf16_residual's
+// bf16(x) does, NaNs quieted the same way, and a subnormal x or low term packs to zero either way), and their
+// rounded pairs.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_split(int64_t Kd, int64_t N, const float* X,
+                                                                       int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
+  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
+  uint32_t* h = reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, Kp * Np));
+  uint32_t* l = reinterpret_cast<uint32_t*>(lo->reshape(Kd, N, Np, Kp * Np));
+  const __m512i idx = pair_interleave();
+  for (int64_t p = 0; p < Kp; ++p) {
+    const float* r0 = X + 2 * p * ldx;
+    const float* r1 = r0 + ldx;
+    const bool has_r1 = 2 * p + 1 < Kd;
+    for (int64_t j = 0; j < Np; j += kLanes) {
+      const int64_t n = N - j;
+      const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+      const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
+      const __m512 x1 = has_r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+      const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
+      _mm512_storeu_si512(h + p * Np + j, _mm512_permutexvar_epi16(idx, pairs));
+      _mm512_storeu_si512(l + p * Np + j,
+                          _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0))));
+    }
+  }
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
                  float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
@@ -299,6 +339,40 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
   multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc);
 }
 
+// op(A) = X^T for bf16 rows X [Kd, M]: word (p, r) = (X[2p, r], X[2p + 1, r]) in rows of Mp = ceil16(M) words,
+// the panel pack_b makes of the widened rows (high half zero past Kd, padding columns zero): rows 2p and
+// 2p + 1 zero-extended to words and interleaved, 16 columns at a time.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_pairs(int64_t M, int64_t Kd,
+                                                                                     const uint16_t* X, int64_t ldx,
+                                                                                     int64_t Mp, uint32_t* out) {
+  const int64_t Kp = (Kd + 1) / 2;
+  for (int64_t p = 0; p < Kp; ++p) {
+    const uint16_t* r0 = X + 2 * p * ldx;
+    const uint16_t* r1 = r0 + ldx;
+    const bool has_r1 = 2 * p + 1 < Kd;
+    for (int64_t j = 0; j < Mp; j += kLanes) {
+      const int64_t n = M - j;
+      const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+      const __m512i lo = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r0 + j));
+      const __m512i hi = has_r1 ? _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r1 + j))
+                                : _mm512_setzero_si512();
+      _mm512_storeu_si512(out + p * Mp + j, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(m, hi, 16)));
+    }
+  }
+}
+
+// KernelSet::gemm_bf16_rows_tn: X^T's panel from the bf16 rows, then the transposed-A product gemm_tn_bf16
+// runs (the same words, the same chains).
+void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                  bool accumulate, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> abuf;
+  const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
+  uint32_t* ap = words(&abuf, Kp * Mp);
+  pack_rows_pairs(M, Kd, X, ldx, Mp, ap);
+  multiply(M, N, Kp, Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc);
+}
+
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_peak(int64_t iters) {
   __m512 acc[12];
@@ -328,9 +402,11 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.gemm_nn_bf16 = &gemm_bf16<false>;
     k.gemm_tn_bf16 = &gemm_bf16<true>;
     k.pack_bf16 = &pack_operand;
+    k.pack_bf16_split = &pack_split;
     k.gemm_packed_bf16 = &gemm_packed;
     k.pack_bf16_rows_t = &pack_rows_t;
     k.gemm_bf16_rows = &gemm_rows;
+    k.gemm_bf16_rows_tn = &gemm_rows_tn;
     k.lower_times_bf16 = &lower_times;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;

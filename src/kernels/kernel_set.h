@@ -103,12 +103,21 @@ struct KernelSet {
   void (*pack_bf16_rows_t)(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
   void (*gemm_bf16_rows)(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                          bool acc, float* C, int64_t ldc);
+  // C[M, N] = (acc ? C : 0) + X^T B with X [Kd, M] given as bf16 rows (row stride ldx) and B packed by this
+  // set's pack_bf16 [Kd, N]: gemm_tn_bf16 on the widened X and B's source, bit for bit (GDN's bf16 update
+  // K^T V'' reads the chunk's keys as loaded, with no fp32 transpose or conversion on the way).
+  void (*gemm_bf16_rows_tn)(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                            bool acc, float* C, int64_t ldc);
   // dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1): a transposed, optionally row- or
   // element-scaled copy (kernels/pack.h pack_transposed: the [K, L] panel of a K^T operand).
   void (*pack_transposed)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                           float* dst, int64_t ldd);
   // lo[r, c] = x[r, c] - bf16(x[r, c]): the low term of x's two-term bf16 split (simd.h bf16_residual).
   void (*bf16_residual)(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
+  // hi = pack_bf16(X) and lo = pack_bf16(X - bf16(X)) for X [Kd, N] (row stride ldx): both packings of a
+  // two-term split right operand (plan/packing.h), bit for bit pack_bf16 on X and on bf16_residual's low
+  // term; a set may make both in one pass over X.
+  void (*pack_bf16_split)(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo);
   // dst[r, c] = bf16(src[r, c]) as an fp32 (nearest, ties to even; NaN stays a quiet NaN): the operand
   // rounding of the portable bf16 GEMMs (kernels/bf16_round.h), run on every operand of every call.
   void (*round_bf16_rows)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);

@@ -143,6 +143,11 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
   gemm_bf16_rows_by_widening(&gemm<false>, &bf16_to_f32, M, N, Kd, A, lda, B, acc, C, ldc);
 }
 
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                       bool acc, float* C, int64_t ldc) {
+  gemm_bf16_rows_tn_by_widening(&gemm<true>, &bf16_to_f32, M, N, Kd, X, ldx, B, acc, C, ldc);
+}
+
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t d = 0; d < cols; ++d) {
@@ -177,8 +182,8 @@ KernelSet make_reference_kernel_set() {
   return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares_rows, &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &pack_transposed,
-          &bf16_residual, &round_block_bf16, &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
+          &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
+          &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16, &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
           &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
 }
 

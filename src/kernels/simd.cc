@@ -624,6 +624,11 @@ void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t l
   gemm_bf16_rows_by_widening(&GemmNN, &Bf16ToF32, M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
+void GemmBf16RowsTn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                    bool accumulate, float* C, int64_t ldc) {
+  gemm_bf16_rows_tn_by_widening(&GemmTN, &Bf16ToF32, M, N, Kd, X, ldx, B, accumulate, C, ldc);
+}
+
 void PackBf16RowsT(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
   pack_bf16_rows_t_by_widening(&Bf16ToF32, &PackTransposed, N, Kd, X, ldx, out);
 }
@@ -636,8 +641,8 @@ KernelSet MakeKernelSet() {
   return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &PackTransposed,
-          &Bf16Residual, &RoundBf16Rows, &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
+          &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
+          &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows, &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
           &GateCumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
@@ -733,12 +738,22 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
   active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                       bool accumulate, float* C, int64_t ldc) {
+  check_packed_call(N, Kd, B);
+  active_kernels().gemm_bf16_rows_tn(M, N, Kd, X, ldx, B, accumulate, C, ldc);
+}
+
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
   active_kernels().exp_diff(rows, cols, Ga, sa, Gb, sb, out);
 }
 
 void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl) {
   active_kernels().bf16_residual(rows, cols, x, ldx, lo, ldl);
+}
+
+void pack_bf16_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
+  active_kernels().pack_bf16_split(Kd, N, X, ldx, hi, lo);
 }
 
 void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt) {

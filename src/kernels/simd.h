@@ -53,12 +53,14 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
 void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
                       int64_t ldc);
 
-// The same for operands already in bf16 (rows of bf16 bit patterns): B = X^T packed from X [N, Kd], and the
-// packed product with A given as bf16 rows (kernels/kernel_set.h); bit-identical to the forms above on the
-// widened operands.
+// The same for operands already in bf16 (rows of bf16 bit patterns): B = X^T packed from X [N, Kd], the
+// packed product with A given as bf16 rows, and with A = X^T for bf16 rows X [Kd, M] (kernels/kernel_set.h);
+// bit-identical to the forms above (gemm_tn_bf16 for the last) on the widened operands.
 void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                     bool accumulate, float* C, int64_t ldc);
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
+                       bool accumulate, float* C, int64_t ldc);
 
 // Row conversions between bf16 bit patterns and fp32: widening is exact; narrowing rounds to nearest, ties to
 // even, and keeps NaN a (quiet) NaN, as f32_to_bf16_bits (hanpu/tensor.h) does element by element.
@@ -71,6 +73,10 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst);
 // hi and bf16(lo) sees x to about 16 significant bits (relative error <= 2^-16) instead of 8 (<= 2^-8). A
 // non-finite x gives a non-finite lo.
 void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* lo, int64_t ldl);
+
+// Both packings of a two-term split X [Kd, N]: hi = pack_bf16(X), lo = pack_bf16 of bf16_residual(X), bit for
+// bit, in one pass where the set can (kernels/kernel_set.h pack_bf16_split).
+void pack_bf16_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo);
 
 // T = (I + A)^-1 on one m x m diagonal block (m <= kTrilBlock; A strictly lower, row stride lda; T row
 // stride ldt, its upper part not written): the forward substitution of kernels/tril_inverse.h
