@@ -206,7 +206,9 @@ void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
         ks.exp_f32(L, x.data(), m.data());
         for (int64_t j = 0; j <= i; ++j) {
           const float mj = factors ? m[j] * cf[j] : m[j];
-          if (j < i) ASSERT_EQ(a[j], a0[j] * (0.75f * mj)) << ks.name << " a, row " << i << " col " << j << " of " << L;
+          if (j < i) {
+            ASSERT_EQ(a[j], a0[j] * (0.75f * mj)) << ks.name << " a, row " << i << " col " << j << " of " << L;
+          }
           ASSERT_EQ(p[j], p0[j] * (1.5f * mj)) << ks.name << " p, row " << i << " col " << j << " of " << L;
         }
         EXPECT_EQ(a[L], a0[L]) << ks.name << ": wrote past the row";

@@ -8,7 +8,10 @@
 //     per step (a transposed A, stored [Kd, M], is packed like B: its words are already op(A)'s pairs);
 //   B is packed to the dot-product layout: word (p, n) = (B[2p, n], B[2p + 1, n]), N padded to 16 lanes;
 //   an MR x NV register block accumulates MR rows x NV 16-column vectors over the Kp steps.
-// pack_bf16 keeps B in that packed layout for gemm_packed_bf16 (several products, one conversion).
+// pack_bf16 keeps B in that packed layout for gemm_packed_bf16 (several products, one conversion);
+// pack_bf16_split makes a two-term split's both packings in the same pass. bf16 rows already are their
+// pairs: gemm_bf16_rows reads them in place, gemm_bf16_rows_tn interleaves two rows into a transposed
+// A's panel.
 // lower_times_bf16 chains a lower-triangular product's terms (a two-term split's two or three products) in
 // the same accumulators, each 8-row block stopping at its diagonal: per element the same chain of pairs as
 // one call per term and 16-row block, less the zero products above the diagonal.
@@ -36,12 +39,14 @@ using Word = uint32_t __attribute__((may_alias));
 constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
 constexpr int64_t kLanes = 16;
 
+// The first min(n, 16) of 16 lanes (n >= 1).
+inline __mmask16 first_lanes(int64_t n) { return n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
+
 // Rounds 16 floats (the low `n` of them, the rest zero) and the next 16 (`n2`) to 32 bf16 in order.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i to_bf16_pairs(const float* lo, int64_t n,
                                                                                      const float* hi, int64_t n2) {
-  const __m512 x0 = _mm512_maskz_loadu_ps(n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1), lo);
-  const __m512 x1 = n2 <= 0 ? _mm512_setzero_ps()
-                            : _mm512_maskz_loadu_ps(n2 >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n2) - 1), hi);
+  const __m512 x0 = _mm512_maskz_loadu_ps(first_lanes(n), lo);
+  const __m512 x1 = n2 <= 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(first_lanes(n2), hi);
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 from x0, 16-31 from x1
 }
 
@@ -62,7 +67,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(int64_t M, in
     for (int64_t c = 0; c < Kd; c += 2 * kLanes) {  // 32 values = 16 words per step
       const __m512i v = to_bf16_pairs(src + c, Kd - c, src + c + kLanes, Kd - c - kLanes);
       const int64_t words = std::min<int64_t>(kLanes, (Kd - c + 1) / 2);
-      _mm512_mask_storeu_epi32(dst + c / 2, static_cast<__mmask16>(words >= kLanes ? 0xFFFF : (1u << words) - 1), v);
+      _mm512_mask_storeu_epi32(dst + c / 2, first_lanes(words), v);
     }
   }
 }
@@ -75,10 +80,22 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_inter
   return _mm512_load_si512(kInterleave);
 }
 
-// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]), rows of Np = ceil16(N) words. A transposed A
-// operand (stored [Kd, M]) is packed the same way: word (p, r) is then op(A)'s pair (r, p).
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb,
-                                                                   int64_t Np, uint32_t* out) {
+// The rounded halves of a cvtne2ps result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
+template <int Half>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
+  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+
+// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]) in `hi`, rows of Np = ceil16(N) words (the odd row
+// and the padding columns zero). With Split, the same words of the residual B - bf16(B) in `lo`, made from
+// the rounded pairs in the same pass (exact in fp32; VCVTNE2PS2BF16 rounds as bf16_residual's bf16(x) does,
+// NaNs quieted the same way, and a subnormal x or low term packs to zero either way), which is
+// pack_bf16_split's definition.
+template <bool Split>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pairs(int64_t N, int64_t Kd, const float* B,
+                                                                       int64_t ldb, int64_t Np, uint32_t* hi,
+                                                                       uint32_t* lo) {
   const int64_t Kp = (Kd + 1) / 2;
   const __m512i idx = pair_interleave();
   for (int64_t p = 0; p < Kp; ++p) {
@@ -87,10 +104,24 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_b(int64_t N, in
     const bool has_r1 = 2 * p + 1 < Kd;
     for (int64_t j = 0; j < Np; j += kLanes) {
       const int64_t n = N - j;
-      const __m512i v = to_bf16_pairs(r0 + j, n, r1 + j, has_r1 ? n : 0);
-      _mm512_storeu_si512(out + p * Np + j, _mm512_permutexvar_epi16(idx, v));
+      const __mmask16 m = first_lanes(n);
+      const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
+      const __m512 x1 = has_r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+      _mm512_storeu_si512(hi + p * Np + j, _mm512_permutexvar_epi16(idx, pairs));
+      if constexpr (Split) {
+        const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
+        const __m512i low = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0));
+        _mm512_storeu_si512(lo + p * Np + j, _mm512_permutexvar_epi16(idx, low));
+      }
     }
   }
+}
+
+// pack_pairs without the low term. A transposed A operand (stored [Kd, M]) is packed the same way: word
+// (p, r) is then op(A)'s pair (r, p).
+void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb, int64_t Np, uint32_t* out) {
+  pack_pairs<false>(N, Kd, B, ldb, Np, out, nullptr);
 }
 
 // One product's operands: A's word (r, p) at a[r * ars + p * aps], B's word (p, n) at b[p * ldb + n].
@@ -175,7 +206,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, 
   }
   while (j < N) {
     const int64_t n = N - j;
-    const __mmask16 last = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 last = first_lanes(n);
     shift(j);
     rows<1>(M, nt, moved, Kp, lower, accumulate, C + j, ldc, last);
     j += kLanes;
@@ -224,39 +255,11 @@ void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operan
   pack_b(N, Kd, B, ldb, Np, reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np)));
 }
 
-// The rounded halves of a cvtne2ps result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
-template <int Half>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
-  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
-}
-
-// KernelSet::pack_bf16_split in one pass: per pair of rows and 16 columns, the rounded pairs (pack_b's
-// words), the residuals x - bf16(x) from them (exact in fp32; VCVTNE2PS2BF16 rounds as bf16_residual's
-// bf16(x) does, NaNs quieted the same way, and a subnormal x or low term packs to zero either way), and their
-// rounded pairs.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_split(int64_t Kd, int64_t N, const float* X,
-                                                                       int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
+// KernelSet::pack_bf16_split: both packings in one pass over X.
+void pack_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  uint32_t* h = reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, Kp * Np));
-  uint32_t* l = reinterpret_cast<uint32_t*>(lo->reshape(Kd, N, Np, Kp * Np));
-  const __m512i idx = pair_interleave();
-  for (int64_t p = 0; p < Kp; ++p) {
-    const float* r0 = X + 2 * p * ldx;
-    const float* r1 = r0 + ldx;
-    const bool has_r1 = 2 * p + 1 < Kd;
-    for (int64_t j = 0; j < Np; j += kLanes) {
-      const int64_t n = N - j;
-      const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-      const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
-      const __m512 x1 = has_r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
-      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
-      const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
-      _mm512_storeu_si512(h + p * Np + j, _mm512_permutexvar_epi16(idx, pairs));
-      _mm512_storeu_si512(l + p * Np + j,
-                          _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0))));
-    }
-  }
+  pack_pairs<true>(N, Kd, X, ldx, Np, reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, Kp * Np)),
+                   reinterpret_cast<uint32_t*>(lo->reshape(Kd, N, Np, Kp * Np)));
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
@@ -310,7 +313,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_t(int64_t 
       _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(lw)));
   for (int64_t j = 0; j < Np; j += kLanes) {
     const int64_t n = N - j;
-    const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 m = first_lanes(n);
     const void* base = X + j * ldx;  // row j's first word
     for (int64_t p = 0; p < Kp; ++p) {
       const __m512i idx = _mm512_add_epi32(lane_rows, _mm512_set1_epi32(static_cast<int>(p)));
@@ -352,7 +355,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_p
     const bool has_r1 = 2 * p + 1 < Kd;
     for (int64_t j = 0; j < Mp; j += kLanes) {
       const int64_t n = M - j;
-      const __mmask16 m = n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+      const __mmask16 m = first_lanes(n);
       const __m512i lo = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r0 + j));
       const __m512i hi = has_r1 ? _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r1 + j))
                                 : _mm512_setzero_si512();
