@@ -25,7 +25,7 @@ struct Call {
 Call make_call() {
   Call c;
   c.f = testing::small_problem(Kind::kGdn, DType::kF32, 1, c.T, 2, c.HV, c.K, c.V, 3);
-  c.f.tensors["cu_seqlens"] = testing::tensor_of(DType::kI64, {3}, {0, 6, c.T});
+  c.f.tensors["cu_seqlens"] = testing::tensor_of(DType::kI64, {3}, {0, 6, static_cast<double>(c.T)});
   std::mt19937_64 rng(8);
   c.f.tensors["initial_state"] = testing::random_tensor(DType::kF32, {c.N, c.HV, c.K, c.V}, rng, 0.3);
   EXPECT_TRUE(bind_inputs(c.f, &c.in).ok());

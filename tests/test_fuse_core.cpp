@@ -181,11 +181,15 @@ TEST(FuseCore, Errors) {
   EXPECT_EQ(pr.executor, "host-core");
   EXPECT_EQ(pr.has_two_cores, allowed_cpus().size() >= 2);
   EXPECT_EQ(pr.matrix_engine, host_matrix_engine());
-  if (!pr.matrix_engine) EXPECT_EQ(pr.ideal, 1);  // one engine: nothing to overlap under the engine model
+  if (!pr.matrix_engine) {
+    EXPECT_EQ(pr.ideal, 1);  // one engine: nothing to overlap under the engine model
+  }
   EXPECT_GT(pr.gain_over_2_two_cores, 0);
   for (const GroupResult& g : pr.model) EXPECT_GT(g.makespan_us, 0);  // the model's prediction beside it
   EXPECT_EQ(pr.has_engine_model, !pr.matrix_engine);                  // and what a matrix engine would leave
-  if (pr.has_engine_model) EXPECT_LE(pr.engine_model[3].makespan_us, pr.model[3].makespan_us + 1e-9);
+  if (pr.has_engine_model) {
+    EXPECT_LE(pr.engine_model[3].makespan_us, pr.model[3].makespan_us + 1e-9);
+  }
 }
 
 }  // namespace

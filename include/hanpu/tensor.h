@@ -35,8 +35,11 @@ struct TensorView {
 
   int rank() const { return static_cast<int>(shape.size()); }
   int64_t numel() const;
-  // Stride of dimension d in elements (row-major when `strides` is empty).
-  int64_t stride(int d) const;
+  // Stride of dimension d in elements (row-major when `strides` is empty). Inline: the engine reads the
+  // strides of its views once per row.
+  int64_t stride(int d) const { return strides.empty() ? row_major_stride(d) : strides[static_cast<std::size_t>(d)]; }
+  // The stride of dimension d of a contiguous row-major tensor of this shape.
+  int64_t row_major_stride(int d) const;
   // "[1, 64, 2, 128] F32"
   std::string describe() const;
 };

@@ -46,8 +46,7 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-int64_t TensorView::stride(int d) const {
-  if (!strides.empty()) return strides[d];
+int64_t TensorView::row_major_stride(int d) const {
   int64_t s = 1;
   for (int i = rank() - 1; i > d; --i) s *= shape[i];
   return s;
