@@ -266,6 +266,11 @@ const float* residual(int64_t rows, int64_t cols, const float* X, int64_t ldx) {
   return lo.data();
 }
 
+// dst = diag(e^{G_last}) S on [K, cols]: the update's decayed old state, which its product accumulates onto.
+void decay_state(const ChunkInputs& in, int64_t cols, const float* S, float* dst) {
+  simd::scale_rows(in.K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);
+}
+
 }  // namespace
 
 void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, Bf16Operand* hi, Bf16Operand* lo) {
@@ -280,7 +285,7 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, bool split_vn) {
   const int64_t K = in.K;
   const bool split = cnt.bf16 && split_vn;
-  simd::scale_rows(K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);  // e^{G_last} o S
+  decay_state(in, cols, S, dst);
   if (packed && vn_kept) {
     gemm_packed(K, cols, L, keys, L, vn_kept->of(L, cols, Vn, cols, split), true, dst, cols, cnt);
     if (split) gemm_packed(K, cols, L, keys, L, vn_kept->low, true, dst, cols, cnt);
@@ -302,7 +307,7 @@ void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, cons
                             Counters& cnt) {
   const int64_t K = in.K;
   thread_local Bf16Operand vd;
-  simd::scale_rows(K, cols, S, cols, in.g_last.data(), 0, nullptr, dst, cols);  // e^{G_last} S (GDN: one gate)
+  decay_state(in, cols, S, dst);
   simd::pack_bf16(L, cols, Vd, cols, &vd);
   simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols);
   cnt.flops += 2.0 * static_cast<double>(K) * cols * L;

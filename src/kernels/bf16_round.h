@@ -102,9 +102,9 @@ void lower_times_bf16_by_blocks(int64_t L, int64_t N, int nterms, const Bf16Lowe
   }
 }
 
-// The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows, gemm_bf16_rows_tn): widened to fp32, which
-// is exact, so they are the rounding forms above on the widened operands. X [N, Kd] is widened row by row
-// and then transposed into B = X^T [Kd, N].
+// The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows, gemm_bf16_rows_tn):
+// widened to fp32, which is exact, so they are the rounding forms above on the widened operands. For
+// pack_bf16_rows_t X [N, Kd] is widened row by row and then transposed into B = X^T [Kd, N].
 inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, int64_t N, int64_t Kd,
                                          const uint16_t* X, int64_t ldx, Bf16Operand* out) {
   thread_local std::vector<float> x;

@@ -183,7 +183,8 @@ KernelSet make_reference_kernel_set() {
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
-          &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16, &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
+          &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
+          &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
           &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
 }
 

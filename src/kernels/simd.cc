@@ -642,7 +642,8 @@ KernelSet MakeKernelSet() {
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
-          &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows, &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
+          &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows,
+          &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
           &GateCumsum, "fp32 FMA on rounded operands", nullptr};
 }
 
