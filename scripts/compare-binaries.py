@@ -6,8 +6,11 @@ which binary goes first each round, so both see the same drift of a noisy machin
 
 For every bench record (kind, preset, strategy, precision, dtype, tokens, batch) it prints the median over
 rounds of each binary's median_ms, their range, and new/old as the median (and range) of the per-round
-ratios; with --breakdown (or --parts) among BENCH_ARGS, the same per (chunk, head) step for each part. The CPU and its
-matrix features head the table (name the machine beside every number). Only the standard library.
+ratios; with --breakdown (or --parts) among BENCH_ARGS, the same per (chunk, head) step for each part. Beside
+them, each binary's best: the fastest run (min_ms; with --parts, the fastest in-cache step and each part's
+fastest, parts_min_us) over all rounds, and new/old of the bests. On a machine whose speed drifts in phases
+the bests move less than the medians (a slow phase slows every run in it; a best needs one fast run). The
+CPU and its matrix features head the table (name the machine beside every number). Only the standard library.
 """
 
 from __future__ import annotations
@@ -58,6 +61,15 @@ def step_parts(r: dict) -> dict[str, float]:
     return {p: 1e3 * ms / steps for p, ms in r.get("breakdown_ms", {}).items()} if steps else {}
 
 
+def best_parts(r: dict) -> dict[str, float]:
+    return dict(r.get("parts_min_us", {}))  # bench --parts: each part's fastest in-cache step
+
+
+def best(old: list[float], new: list[float]) -> dict:
+    o, n = min(old), min(new)
+    return {"old": o, "new": n, "ratio": n / o if o > 0 else float("nan")}
+
+
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "all": values}
 
@@ -84,15 +96,20 @@ def main() -> int:
             ap.error(f"not an executable: {b}")
 
     times: dict[str, dict[str, list[float]]] = {}
+    fastest: dict[str, dict[str, list[float]]] = {}
     parts: dict[str, dict[str, dict[str, list[float]]]] = {}
+    fastest_parts: dict[str, dict[str, dict[str, list[float]]]] = {}
     for rnd in range(a.rounds):
         order = [("old", a.old), ("new", a.new)] if rnd % 2 == 0 else [("new", a.new), ("old", a.old)]
         for which, binary in order:
             for r in run_bench(binary, bench_args):
                 key = record_key(r)
                 times.setdefault(key, {"old": [], "new": []})[which].append(r["median_ms"])
+                fastest.setdefault(key, {"old": [], "new": []})[which].append(r["min_ms"])
                 for p, us in step_parts(r).items():
                     parts.setdefault(key, {}).setdefault(p, {"old": [], "new": []})[which].append(us)
+                for p, us in best_parts(r).items():
+                    fastest_parts.setdefault(key, {}).setdefault(p, {"old": [], "new": []})[which].append(us)
         print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr, flush=True)
 
     result = {"machine": cpu_line(), "old": a.old, "new": a.new, "rounds": a.rounds, "bench_args": bench_args,
@@ -105,16 +122,25 @@ def main() -> int:
             continue  # a record only one binary writes
         ratios = [n / o for o, n in zip(t["old"], t["new"])]
         rec = {"record": key, "old_ms": summary(t["old"]), "new_ms": summary(t["new"]), "ratio": summary(ratios),
-               "parts_us": {}}
+               "best_ms": best(fastest[key]["old"], fastest[key]["new"]), "parts_us": {}}
         print(f"{key:58} {fmt(rec['old_ms']):>24} {fmt(rec['new_ms']):>24} "
               f"{rec['ratio']['median']:.3f} ({rec['ratio']['min']:.3f}-{rec['ratio']['max']:.3f})")
+        b = rec["best_ms"]
+        print(f"  best     {'step' if 'parts' in key.split() else 'run'} (ms): old {b['old']:.4g}, new {b['new']:.4g},"
+              f" new/old {b['ratio']:.3f}")
         for p, v in parts.get(key, {}).items():
             if len(v["old"]) != len(v["new"]) or not v["old"]:
                 continue
             pr = [n / o if o > 0 else float("nan") for o, n in zip(v["old"], v["new"])]
             rec["parts_us"][p] = {"old": summary(v["old"]), "new": summary(v["new"]), "ratio": summary(pr)}
-            print(f"  {p:8} per step (us): old {fmt(rec['parts_us'][p]['old'])}, new {fmt(rec['parts_us'][p]['new'])},"
-                  f" new/old {statistics.median(pr):.3f}")
+            line = (f"  {p:8} per step (us): old {fmt(rec['parts_us'][p]['old'])}, new {fmt(rec['parts_us'][p]['new'])},"
+                    f" new/old {statistics.median(pr):.3f}")
+            fp = fastest_parts.get(key, {}).get(p)
+            if fp and len(fp["old"]) == len(fp["new"]) and fp["old"]:
+                rec["parts_us"][p]["best"] = best(fp["old"], fp["new"])
+                pb = rec["parts_us"][p]["best"]
+                line += f"; best old {pb['old']:.2f}, new {pb['new']:.2f}, new/old {pb['ratio']:.3f}"
+            print(line)
         result["records"].append(rec)
     if not result["records"]:
         sys.exit("no bench record was written by both binaries")

@@ -406,6 +406,9 @@ TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
     EXPECT_EQ(r["old_ms"]["all"].size(), 2u);
     EXPECT_EQ(r["new_ms"]["all"].size(), 2u);
     EXPECT_GT(r["ratio"]["median"].get<double>(), 0);
+    // each binary's fastest run over the rounds, at most its median run
+    EXPECT_GT(r["best_ms"]["ratio"].get<double>(), 0);
+    EXPECT_LE(r["best_ms"]["old"].get<double>(), r["old_ms"]["max"].get<double>());
     const bool hanpu = r["record"].get<std::string>().find(" hanpu ") != std::string::npos;
     EXPECT_EQ(r["parts_us"].contains("gemm"), hanpu) << r.dump();
   }
@@ -417,6 +420,8 @@ TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
   const nlohmann::json jp = nlohmann::json::parse(g);
   ASSERT_EQ(jp["records"].size(), 1u) << jp.dump();
   EXPECT_TRUE(jp["records"][0]["parts_us"].contains("scores")) << jp.dump();
+  // and by each part's fastest in-cache step
+  EXPECT_GT(jp["records"][0]["parts_us"]["scores"]["best"]["new"].get<double>(), 0) << jp.dump();
   const std::string bad = "python3 " + script + " --rounds 0 " + cli + " " + cli + " -- --tokens 70 > " + log + " 2>&1";
   EXPECT_NE(std::system(bad.c_str()), 0);
 }
