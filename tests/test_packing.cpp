@@ -62,7 +62,15 @@ TEST(Packing, TheDpFindsTheExhaustiveOptimum) {
         const double never = plan::packing_layouts(g, cm, Packing::kNeverKeep).cost;
         const double always = plan::packing_layouts(g, cm, Packing::kPackAlways).cost;
         EXPECT_LE(dp.cost, never * (1 + 1e-12));
-        EXPECT_LT(never, always);  // the row blocks' repacks cost something
+        // the row blocks' repacks cost something, where a row-blocked product packs for the bf16 unit (at a
+        // bf16 rate of at most two fp32 rates the split T R and P V' run in fp32, bf16_terms)
+        bool repacks = false;
+        for (const plan::OpNode& o : g.ops) repacks = repacks || (cm.row_blocked(o) && cm.packs_bf16(o));
+        if (repacks) {
+          EXPECT_LT(never, always);
+        } else {
+          EXPECT_EQ(never, always);
+        }
       }
     }
   }
@@ -90,11 +98,14 @@ TEST(Packing, TheCostModelPacksOnlyRightOperandsAndNeverUnpacks) {
   EXPECT_FALSE(kda.allowed(gk, op_index(gk, plan::OpCode::kKKt), Layout::kBlocked));
 }
 
-// The two-term splits (plan/packing.h) in the cost model: V' = T R reads R split (two products), P V' both
-// operands (three), KDA's update V' (two), every other product single terms; a split product costs its
-// products, one more conversion of A per product, and a split operand's residual pass and second packing.
+// The two-term splits (plan/packing.h) in the cost model of a bf16 unit at 16 fp32 rates (AMX's class):
+// V' = T R reads R split (two products), P V' both operands (three), KDA's update V' (two), every other
+// product single terms; a split product costs its products, one more conversion of A per product, and a
+// split operand's residual pass and second packing.
 TEST(Packing, SplitProductsCostTheirTerms) {
-  const plan::Device d = host();
+  plan::Device d = host();
+  d.has_bf16_matrix = true;
+  d.bf16_macs_per_cycle = 16 * d.matrix_macs_per_cycle;
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     const plan::Bf16CostModel cm(d, kind, kTrilBlock);
     const plan::Graph g = plan::build_chunk_graph(kind, 64, 128, 128, passes(true, true));
@@ -122,6 +133,41 @@ TEST(Packing, SplitProductsCostTheirTerms) {
     EXPECT_TRUE(cm.split_copy(g, vn));
     EXPECT_FALSE(cm.split_copy(g, g.ops[op_index(g, plan::OpCode::kKS)].inputs[1]));  // S: single rounded
   }
+}
+
+// Where the bf16 unit's rate is at most the split's products times the fp32 unit's, a split product runs
+// on fp32 operands: one product, costed by the fp32 model, dense (nothing packed), its operand no split
+// copy; single-term products stay on the bf16 unit. The rule at the rates either side of each split.
+TEST(Packing, SplitProductsRunInFp32WhereTheBf16UnitIsNotFasterThanTheirTerms) {
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    for (plan::OpCode code : {plan::OpCode::kVnFromTR, plan::OpCode::kPV, plan::OpCode::kKtV}) {
+      const plan::Bf16Terms split = plan::bf16_terms(kind, code, 16);
+      if (split.products() == 1) continue;  // GDN's update: single rounded
+      EXPECT_FALSE(split.fp32);
+      EXPECT_TRUE(plan::bf16_terms(kind, code, split.products()).fp32) << plan::op_code_name(code);
+      EXPECT_FALSE(plan::bf16_terms(kind, code, split.products() + 0.5).fp32) << plan::op_code_name(code);
+    }
+    EXPECT_FALSE(plan::bf16_terms(kind, plan::OpCode::kKS, 0.5).fp32);  // single terms stay bf16 at any rate
+  }
+  plan::Device d = host();
+  d.has_bf16_matrix = true;
+  d.bf16_macs_per_cycle = 2 * d.matrix_macs_per_cycle;  // VDPBF16PS on the AMD EPYC
+  const plan::Bf16CostModel cm(d, Kind::kKda, kTrilBlock);
+  const plan::DeviceCostModel fp32(d);
+  const plan::Graph g = plan::build_chunk_graph(Kind::kKda, 64, 128, 128, passes(true, true));
+  for (plan::OpCode code : {plan::OpCode::kVnFromTR, plan::OpCode::kPV, plan::OpCode::kKtV}) {
+    const int i = op_index(g, code);
+    ASSERT_GE(i, 0);
+    const plan::OpNode& o = g.ops[i];
+    EXPECT_TRUE(cm.terms(o).fp32);
+    EXPECT_EQ(cm.terms(o).products(), 1);
+    EXPECT_FALSE(cm.packs_bf16(o));
+    EXPECT_FALSE(cm.allowed(g, i, Layout::kBlocked));
+    EXPECT_EQ(cm.op_cost(g, i, Layout::kDense), fp32.op_cost(g, i, Layout::kDense)) << o.name;
+    EXPECT_TRUE(cm.reads_in_layout(g, i, o.inputs[1]));
+  }
+  EXPECT_FALSE(cm.split_copy(g, g.ops[op_index(g, plan::OpCode::kPV)].inputs[1]));
+  EXPECT_TRUE(cm.packs_bf16(g.ops[op_index(g, plan::OpCode::kKS)]));
 }
 
 TEST(Packing, ThePlanKeepsTheOperandsSeveralProductsRead) {

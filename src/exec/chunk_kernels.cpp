@@ -212,15 +212,34 @@ Part part_of(plan::OpCode op) {
   }
 }
 
+namespace {
+
+// The products on fp32 operands, in either precision (exact mode's, and a bf16 plan's fp32 products).
+void gemm_fp32(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+               bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_nn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
+void gemm_tn_fp32(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  simd::gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+}
+
+}  // namespace
+
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt) {
-  (cnt.bf16 ? simd::gemm_nn_bf16 : simd::gemm_nn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  if (!cnt.bf16) return gemm_fp32(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
+  simd::gemm_nn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  (cnt.bf16 ? simd::gemm_tn_bf16 : simd::gemm_tn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+  if (!cnt.bf16) return gemm_tn_fp32(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
+  simd::gemm_tn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
@@ -282,10 +301,18 @@ void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, 
 }
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, bool split_vn) {
+                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, plan::Bf16Terms terms) {
   const int64_t K = in.K;
-  const bool split = cnt.bf16 && split_vn;
+  const bool split = cnt.bf16 && terms.right && !terms.fp32;
   decay_state(in, cols, S, dst);
+  if (!cnt.bf16 || terms.fp32) {
+    if (packed) {
+      gemm_fp32(K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
+    } else {
+      gemm_tn_fp32(K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
+    }
+    return;
+  }
   if (packed && vn_kept) {
     gemm_packed(K, cols, L, keys, L, vn_kept->of(L, cols, Vn, cols, split), true, dst, cols, cnt);
     if (split) gemm_packed(K, cols, L, keys, L, vn_kept->low, true, dst, cols, cnt);
@@ -327,10 +354,10 @@ const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_
 
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt, bool repack, KeptOperand* kept, plan::Bf16Terms terms) {
-  if (!cnt.bf16) {
+  if (!cnt.bf16 || terms.fp32) {
     for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
       const int64_t r1 = std::min(L, r0 + kTrilBlock);
-      gemm(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+      gemm_fp32(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
     }
     return;
   }

@@ -138,7 +138,8 @@ struct KeptOperand {
 // reads the columns of M (rows of X) it can touch. C may be accumulated into. bf16 mode: X is packed once
 // for all row blocks, into `kept` when given (and read from it when already valid there), or, with
 // `repack` (the packing ablation's pack-always), again for each row block's leading rows; `terms` says
-// which operands enter as two-term splits (plan/packing.h): C += M hi(X) [+ M lo(X)] [+ lo(M) hi(X)].
+// which operands enter as two-term splits (plan/packing.h): C += M hi(X) [+ M lo(X)] [+ lo(M) hi(X)], or
+// (fp32) that the product runs on fp32 operands, as in exact mode.
 void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float* X, int64_t ldx, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt, bool repack = false, KeptOperand* kept = nullptr,
                  plan::Bf16Terms terms = {});
@@ -159,10 +160,12 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
 // The state update of a chunk, #5: dst = diag(e^{G_last}) S + (K o e^{G_last - G})^T V' on [K, cols]
 // (dst may be S). The decayed keys are either Kd [L, K] row-major, read transposed in place, or, with
 // `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols]; with the panel, bf16 mode may
-// give V' as a kept operand (`vn_kept`, packed by this call unless an earlier product did). bf16 mode with
-// `split_vn`: V' enters as its two-term split (a second product on its low term).
+// give V' as a kept operand (`vn_kept`, packed by this call unless an earlier product did). bf16 mode:
+// `terms` (plan/packing.h) right: V' enters as its two-term split (a second product on its low term); fp32:
+// the product runs on fp32 operands, as in exact mode.
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
-                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept = nullptr, bool split_vn = false);
+                  const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept = nullptr,
+                  plan::Bf16Terms terms = {});
 
 // bf16 GDN's update with the chunk's keys as loaded (ChunkInputs::raw_qk): dst = e^{G_last} S + K^T Vd on
 // [K, cols], K^T read from the bf16 key rows [L, K] through the kernel set's own panel of them (no fp32

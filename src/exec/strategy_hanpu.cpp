@@ -31,6 +31,7 @@
 
 #include "exec/phase_runner.h"
 #include "exec/strategies.h"
+#include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
 
@@ -153,8 +154,12 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   StateOperand state(S, K, Vc, &ws.S_packed, prog.keep_state);
   ws.Vn_kept.valid = false;
   const bool rp = prog.repack_row_blocks;
-  // The operands a bf16 product reads as two-term splits (plan/packing.h).
-  const auto terms = [&](plan::OpCode op) { return p.bf16_gemm ? plan::bf16_terms(p.kind, op) : plan::Bf16Terms{}; };
+  // The operands a bf16 product reads as two-term splits, or its fp32 operands (plan/packing.h), for the
+  // kernel set's bf16 unit.
+  const double bf16_rate = active_kernels().bf16_rate_over_fp32;
+  const auto terms = [&](plan::OpCode op) {
+    return p.bf16_gemm ? plan::bf16_terms(p.kind, op, bf16_rate) : plan::Bf16Terms{};
+  };
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
@@ -223,14 +228,14 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
           }
           if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, nullptr, 1, ws.kt.data(), L);
           update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : in.k.data(), prog.packed_update, ws.Vd.data(),
-                       dst, cnt, nullptr, terms(op).right);
+                       dst, cnt, nullptr, terms(op));
           break;
         }
         // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place; a kept V' is
         // packed here when the update reads it first
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
-                     dst, cnt, vn_kept, terms(op).right);
+                     dst, cnt, vn_kept, terms(op));
         break;
       default: break;  // S' ran fused at KtV; #1-#3 ran in prepare_chunk
     }

@@ -413,6 +413,7 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.lower_times_bf16 = &lower_times;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;
+    k.bf16_rate_over_fp32 = 2;
     out->insert(out->begin(), k);
     return;
   }

@@ -139,6 +139,13 @@ struct KernelSet {
   // Whether that unit is a matrix engine beside the vector unit (AMX tiles), which one core can keep busy
   // while it issues vector work (hanpu fuse --cores 1); false: the bf16 GEMMs run on the vector unit.
   bool bf16_matrix_engine = false;
+  // An upper bound of the bf16 unit's MAC rate over the fp32 FMA's, from its instructions (not measured, so
+  // the engine's numerics do not move with a machine's phases): 2 for VDPBF16PS (two products a lane per
+  // instruction where an FMA does one: the AMD EPYC's 229 vs 115 GFLOP/s a core; cores with two FMA ports
+  // and one for VDPBF16PS are nearer 1), 1 for the portable sets (the fp32 GEMM on rounded copies). The
+  // engine runs a bf16 plan's two-term split products in fp32 where this is no more than their products
+  // (plan/packing.h bf16_terms).
+  double bf16_rate_over_fp32 = 1;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

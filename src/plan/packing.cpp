@@ -53,13 +53,16 @@ bool shares_right_operand(Kind kind, const OpNode& o) {
   return packs_right_operand(kind, o) && !(kind == Kind::kGdn && o.code == OpCode::kKtV);
 }
 
-Bf16Terms bf16_terms(Kind kind, OpCode code) {
+Bf16Terms bf16_terms(Kind kind, OpCode code, double bf16_over_fp32) {
+  Bf16Terms t;
   switch (code) {
-    case OpCode::kVnFromTR: return {false, true};
-    case OpCode::kPV: return {true, true};
-    case OpCode::kKtV: return {false, kind == Kind::kKda};
-    default: return {};
+    case OpCode::kVnFromTR: t = {false, true}; break;
+    case OpCode::kPV: t = {true, true}; break;
+    case OpCode::kKtV: t = {false, kind == Kind::kKda}; break;
+    default: return t;
   }
+  if (t.products() > 1 && t.products() >= bf16_over_fp32) t = {false, false, true};
+  return t;
 }
 
 Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
@@ -67,7 +70,8 @@ Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
       macs_per_cycle_(d.has_bf16_matrix ? d.bf16_macs_per_cycle : d.matrix_macs_per_cycle),
       pack_bytes_per_cycle_(d.has_bf16_matrix ? d.bf16_pack_bytes_per_cycle : d.transform_bytes_per_cycle / 2),
       pack_fixed_cycles_(d.has_bf16_matrix ? d.bf16_pack_fixed_cycles : d.transform_fixed_cycles),
-      dense_penalty_(d.has_bf16_matrix ? d.bf16_dense_penalty : d.matrix_dense_penalty) {}
+      dense_penalty_(d.has_bf16_matrix ? d.bf16_dense_penalty : d.matrix_dense_penalty),
+      bf16_over_fp32_(d.has_bf16_matrix ? d.bf16_macs_per_cycle / d.matrix_macs_per_cycle : 1.0) {}
 
 bool Bf16CostModel::row_blocked(const OpNode& o) const {
   switch (o.code) {
@@ -87,19 +91,19 @@ double Bf16CostModel::pack_cycles(double bytes, bool split) const {
 bool Bf16CostModel::split_copy(const Graph& g, int t) const {
   for (int i : g.consumers(t)) {
     const OpNode& o = g.ops[i];
-    if (shares_right_operand(kind_, o) && o.inputs[1] == t && terms(o).right) return true;
+    if (shares_right_operand(kind_, o) && o.inputs[1] == t && packs_bf16(o) && terms(o).right) return true;
   }
   return false;
 }
 
 bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
-  return l == Layout::kDense || packs(g.ops[op]);
+  return l == Layout::kDense || packs_bf16(g.ops[op]);
 }
 
 double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   const OpNode& o = g.ops[op];
   if (!allowed(g, op, l)) return kInf;
-  if (!packs(o)) return fp32_.op_cost(g, op, l);
+  if (!packs_bf16(o)) return fp32_.op_cost(g, op, l);
   // The unit's columns come in 16s and its reduction in pairs.
   const double n = std::ceil(static_cast<double>(o.n) / 16) * 16, k = std::ceil(static_cast<double>(o.k) / 2) * 2;
   double macs = static_cast<double>(o.m) * n * k;
@@ -125,7 +129,7 @@ double Bf16CostModel::transform_cost(const Graph& g, int t, Layout from, Layout 
 
 bool Bf16CostModel::reads_in_layout(const Graph& g, int op, int t) const {
   const OpNode& o = g.ops[op];
-  if (!packs(o)) return true;
+  if (!packs_bf16(o)) return true;
   return shares_right_operand(kind_, o) && t == o.inputs[1];
 }
 
@@ -136,7 +140,7 @@ LayoutPlan packing_layouts(const Graph& g, const Bf16CostModel& cm, Packing p) {
     // Each row block b packs the (b + 1) blocks it reads (both terms of a split operand, from one residual
     // pass) instead of the product packing its operand once.
     for (const OpNode& o : g.ops) {
-      if (!cm.row_blocked(o) || !cm.packs(o)) continue;
+      if (!cm.row_blocked(o) || !cm.packs_bf16(o)) continue;
       const int64_t nb = blocks(g.C, cm.row_block());
       const double whole = b_bytes(o), terms = cm.terms(o).right ? 2 : 1;
       double blocked = 0;

@@ -29,6 +29,15 @@
 // others (S, T, KDA's scaled keys and queries, GDN's scaled V') at 0.06-0.38 times; with the three split, o
 // measures 1.14x (GDN) and 1.20x (KDA) the bf16 floor instead of 2.04x and 2.11x. A split right operand is
 // packed twice (hi and lo) after one residual pass; a split left operand is converted once more per product.
+// A split stands in for the fp32 product (16 significant bits of 24), so where the bf16 unit's MAC rate is
+// no more than the split's products times the fp32 unit's, the product runs on fp32 operands instead
+// (Bf16Terms::fp32): no more MAC time, no split packing, and more exact. VDPBF16PS is at most two fp32 FMA
+// rates (two products a lane per instruction; the AMD EPYC, Zen 4, measures 229 against 115 GFLOP/s on one
+// core), so there all three split products run in fp32, as exact mode runs them (dense: the update reads
+// Kd transposed in place, exact mode's choice too). Measured there (scripts/compare-binaries.py, six rounds,
+// bests): GDN's in-cache step 69.5 -> 66.3 us, KDA's 115.0 -> 105.7 us; o 1.14x -> 1.13x the bf16 floor
+// (GDN), 1.21x -> 1.14x (KDA, whose state error falls from 1.7e-3 to 4e-5 with the update exact). AMX
+// tiles, at about 16 fp32 rates, keep the splits.
 //
 // The ablation's two fixed choices (hanpu bench --ablation --precision bf16):
 //   - never-keep: every product packs its own right operand (all GEMMs dense): S packed for K S and again
@@ -54,12 +63,17 @@ bool parse_packing(const std::string& name, Packing* out);
 bool packs_right_operand(Kind kind, const OpNode& o);
 bool shares_right_operand(Kind kind, const OpNode& o);
 
-// Which operands of the bf16 GEMM `code` enter as two-term splits (above), and the products that takes.
+// Which operands of the bf16 GEMM `code` enter as two-term splits (above), and the products that takes;
+// or, with `fp32`, that the product runs on fp32 operands on the fp32 unit instead of split.
 struct Bf16Terms {
   bool left = false, right = false;
-  int products() const { return 1 + (left ? 1 : 0) + (right ? 1 : 0); }
+  bool fp32 = false;
+  int products() const { return fp32 ? 1 : 1 + (left ? 1 : 0) + (right ? 1 : 0); }
 };
-Bf16Terms bf16_terms(Kind kind, OpCode code);
+// `bf16_over_fp32`: the bf16 unit's MAC rate over the fp32 unit's (KernelSet::bf16_rate_over_fp32 for the
+// engine, the device's bf16_matrix over matrix macs_per_cycle for the cost model). A split product whose
+// products number at least that runs in fp32.
+Bf16Terms bf16_terms(Kind kind, OpCode code, double bf16_over_fp32);
 
 class Bf16CostModel : public CostModel {
  public:
@@ -78,7 +92,9 @@ class Bf16CostModel : public CostModel {
   // Whether the engine runs op in row blocks up to the diagonal.
   bool row_blocked(const OpNode& o) const;
   bool packs(const OpNode& o) const { return packs_right_operand(kind_, o); }
-  Bf16Terms terms(const OpNode& o) const { return bf16_terms(kind_, o.code); }
+  Bf16Terms terms(const OpNode& o) const { return bf16_terms(kind_, o.code, bf16_over_fp32_); }
+  // Whether op o runs on the bf16 unit with a packed right operand: it packs one and is not an fp32 product.
+  bool packs_bf16(const OpNode& o) const { return packs(o) && !terms(o).fp32; }
   // Whether tensor t is read split by a product that shares its packed copy (so the copy holds both terms).
   bool split_copy(const Graph& g, int t) const;
   int64_t row_block() const { return row_block_; }
@@ -90,6 +106,7 @@ class Bf16CostModel : public CostModel {
   int64_t row_block_;
   // The bf16 unit's figures, or without a bf16_matrix section the fp32 unit's and the layout transform's.
   double macs_per_cycle_, pack_bytes_per_cycle_, pack_fixed_cycles_, dense_penalty_;
+  double bf16_over_fp32_;  // the bf16 unit's MAC rate over the fp32 unit's (bf16_terms)
 };
 
 // The plan of a packing choice: planned = the layout DP; the fixed choices with their estimated cost.
