@@ -214,16 +214,17 @@ Part part_of(plan::OpCode op) {
 
 namespace {
 
-// The products on fp32 operands, in either precision (exact mode's, and a bf16 plan's fp32 products).
-void gemm_fp32(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
-               bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  simd::gemm_nn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+// gemm / gemm_tn on bf16-rounded operands (`bf16`) or on fp32 ones, whatever the run's precision: a bf16
+// plan's fp32 products (plan/packing.h Bf16Terms::fp32) run as exact mode's.
+void gemm_in(bool bf16, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
+             bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  (bf16 ? simd::gemm_nn_bf16 : simd::gemm_nn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
-void gemm_tn_fp32(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
-                  bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  simd::gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+void gemm_tn_in(bool bf16, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B,
+                int64_t ldb, bool accumulate, float* C, int64_t ldc, Counters& cnt) {
+  (bf16 ? simd::gemm_tn_bf16 : simd::gemm_tn)(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
@@ -231,16 +232,12 @@ void gemm_tn_fp32(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
 
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
           float* C, int64_t ldc, Counters& cnt) {
-  if (!cnt.bf16) return gemm_fp32(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
-  simd::gemm_nn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
-  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+  gemm_in(cnt.bf16, M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
 }
 
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  if (!cnt.bf16) return gemm_tn_fp32(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
-  simd::gemm_tn_bf16(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
-  cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
+  gemm_tn_in(cnt.bf16, M, N, Kd, A, lda, B, ldb, accumulate, C, ldc, cnt);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
@@ -303,17 +300,9 @@ void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, plan::Bf16Terms terms) {
   const int64_t K = in.K;
-  const bool split = cnt.bf16 && terms.right && !terms.fp32;
+  const bool bf16 = cnt.bf16 && !terms.fp32, split = bf16 && terms.right;
   decay_state(in, cols, S, dst);
-  if (!cnt.bf16 || terms.fp32) {
-    if (packed) {
-      gemm_fp32(K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
-    } else {
-      gemm_tn_fp32(K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
-    }
-    return;
-  }
-  if (packed && vn_kept) {
+  if (bf16 && packed && vn_kept) {
     gemm_packed(K, cols, L, keys, L, vn_kept->of(L, cols, Vn, cols, split), true, dst, cols, cnt);
     if (split) gemm_packed(K, cols, L, keys, L, vn_kept->low, true, dst, cols, cnt);
     return;
@@ -323,9 +312,9 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
   for (const float* v : {Vn, lo}) {
     if (!v) continue;
     if (packed) {
-      gemm(K, cols, L, keys, L, v, cols, true, dst, cols, cnt);
+      gemm_in(bf16, K, cols, L, keys, L, v, cols, true, dst, cols, cnt);
     } else {
-      gemm_tn(K, cols, L, keys, K, v, cols, true, dst, cols, cnt);
+      gemm_tn_in(bf16, K, cols, L, keys, K, v, cols, true, dst, cols, cnt);
     }
   }
 }
@@ -357,7 +346,7 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   if (!cnt.bf16 || terms.fp32) {
     for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {
       const int64_t r1 = std::min(L, r0 + kTrilBlock);
-      gemm_fp32(r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
+      gemm_in(false, r1 - r0, N, r1, M + r0 * ldm, ldm, X, ldx, accumulate, C + r0 * ldc, ldc, cnt);
     }
     return;
   }

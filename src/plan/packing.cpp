@@ -91,7 +91,7 @@ double Bf16CostModel::pack_cycles(double bytes, bool split) const {
 bool Bf16CostModel::split_copy(const Graph& g, int t) const {
   for (int i : g.consumers(t)) {
     const OpNode& o = g.ops[i];
-    if (shares_right_operand(kind_, o) && o.inputs[1] == t && packs_bf16(o) && terms(o).right) return true;
+    if (shares_right_operand(kind_, o) && o.inputs[1] == t && terms(o).right) return true;
   }
   return false;
 }
