@@ -222,7 +222,8 @@ void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
 }
 
 // The bf16-rows forms against the float forms on the widened operands, bit for bit: B = X^T packed from bf16
-// rows, A given as bf16 rows, at even and odd Kd, odd row strides and an A that is not 4-byte aligned.
+// rows, A given as bf16 rows, at even and odd Kd, odd row strides and an A that is not 4-byte aligned; with
+// row factors (RowScale) against the packed product and a separate pass of them (bf16_round.h with_row_scale).
 void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   const auto to_bits = [](const std::vector<float>& x) {
     std::vector<uint16_t> b(x.size());
@@ -245,12 +246,21 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
         ks.pack_bf16_rows_t(N, Kd, X.data(), ldx, &from_rows);
         EXPECT_EQ(from_rows.Kd, Kd);
         EXPECT_EQ(from_rows.N, N);
+        const std::vector<float> factors = randn(M, rng);
         for (int64_t a0 : {int64_t{0}, int64_t{1}}) {  // a0 = 1: A starts at an odd bf16 offset
-          std::vector<float> want(M * N, 1.0f), got(M * N, 1.0f);
-          ks.gemm_packed_bf16(M, N, Kd, Af.data() + a0, lda, from_floats, true, want.data(), N);
-          ks.gemm_bf16_rows(M, N, Kd, A.data() + a0, lda, from_rows, true, got.data(), N);
-          ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda << " at "
-                               << a0;
+          // row factors: none, one for all rows (stride 0), one a row; on the prior C or on the products
+          for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
+            for (bool acc : {false, true}) {
+              std::vector<float> want(M * N, 1.25f), got(M * N, 1.25f);
+              with_row_scale(rs, acc, M, N, want.data(), N, [&] {
+                ks.gemm_packed_bf16(M, N, Kd, Af.data() + a0, lda, from_floats, acc, want.data(), N);
+              });
+              ks.gemm_bf16_rows(M, N, Kd, A.data() + a0, lda, from_rows, acc, got.data(), N, rs);
+              ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda
+                                   << " at " << a0 << (acc ? " acc" : "") << " row factors stride "
+                                   << (rs.s ? rs.stride : -1);
+            }
+          }
         }
       }
     }
@@ -259,7 +269,7 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
 
 // gemm_bf16_rows_tn against gemm_tn_bf16 on the widened rows, bit for bit: M at and past the 16-column panel
 // edges, even and odd Kd (the last pair's high half), an odd row stride and rows at an odd bf16 offset,
-// accumulating or not.
+// accumulating or not, with and without row factors.
 void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
   for (int64_t M : {int64_t{1}, int64_t{9}, int64_t{16}, int64_t{33}, int64_t{128}}) {
     for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{64}}) {
@@ -274,12 +284,17 @@ void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
         }
         Bf16Operand packed;
         ks.pack_bf16(Kd, N, B.data(), N, &packed);
-        for (bool acc : {false, true}) {
-          std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
-          ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N);
-          ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, packed, acc, got.data(), N);
-          ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
-                               << (acc ? " acc" : "");
+        const std::vector<float> factors = randn(M, rng);
+        for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
+          for (bool acc : {false, true}) {
+            std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
+            with_row_scale(rs, acc, M, N, want.data(), N, [&] {
+              ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N);
+            });
+            ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, packed, acc, got.data(), N, rs);
+            ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
+                                 << (acc ? " acc" : "") << " row factors stride " << (rs.s ? rs.stride : -1);
+          }
         }
       }
     }

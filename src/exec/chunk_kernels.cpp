@@ -15,11 +15,12 @@ namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
     : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
-      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), qb(C_ * K_), kb(C_ * K_) {}
+      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_), qb(C_ * K_), kb(C_ * K_) {}
 
 int64_t ChunkInputs::bytes() const {
   return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + eg.size() +
-                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size()) *
+                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size() + eq.size() +
+                               ek.size()) *
                                   sizeof(float) +
                               G.size() * sizeof(double) + (qb.size() + kb.size()) * sizeof(uint16_t));
 }
@@ -177,8 +178,12 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   simd::exp_diff(L, w, G.data(), w, nullptr, 0, eg.data());
   simd::exp_diff(L, w, gl, 0, G.data(), w, eg_last.data());
   simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last.data());
-  if (raw_qk) {
-    for (int64_t i = 0; i < L; ++i) bk[i] = beta[i] * fk[i];
+  if (raw_qk) {  // (GDN: one decay a row) the products' row factors, as scale_rows would form them
+    for (int64_t i = 0; i < L; ++i) {
+      bk[i] = beta[i] * fk[i];
+      ek[i] = eg[i] * fk[i];
+      eq[i] = eg[i] * fq[i];
+    }
   }
 }
 
@@ -247,8 +252,8 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                 bool accumulate, float* C, int64_t ldc, Counters& cnt) {
-  simd::gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
+                 bool accumulate, float* C, int64_t ldc, Counters& cnt, RowScale rs) {
+  simd::gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
   cnt.flops += 2.0 * static_cast<double>(M) * N * Kd;
 }
 
@@ -268,8 +273,8 @@ void StateOperand::times(int64_t L, const float* X, float* out, Counters& cnt) {
   gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt);
 }
 
-void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt) {
-  gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt);
+void StateOperand::times(int64_t L, const uint16_t* X, float* out, Counters& cnt, const float* row_factors) {
+  gemm_packed(L, Vc_, K_, X, K_, packed(), false, out, Vc_, cnt, RowScale{row_factors, 1});
 }
 
 namespace {
@@ -323,9 +328,10 @@ void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, cons
                             Counters& cnt) {
   const int64_t K = in.K;
   thread_local Bf16Operand vd;
-  decay_state(in, cols, S, dst);
+  if (dst != S) std::copy(S, S + K * cols, dst);
   simd::pack_bf16(L, cols, Vd, cols, &vd);
-  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols);
+  // e^{G_last} S as the product's row factors on the prior C: decay_state's multiplies, with no pass of their own
+  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols, RowScale{in.g_last.data(), in.w == 1 ? 0 : 1});
   cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
 }
 

@@ -87,6 +87,7 @@ struct ChunkInputs {
   // (bk = beta o fk). Without raw rows, q and k are finished as usual and there are no factors.
   bool raw_qk = false;
   std::vector<float> fq, fk, bk;
+  std::vector<float> eq, ek;     // raw rows only: e^G o fq, e^G o fk [L], the row factors of Q S and K S
   std::vector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands
   const float* q_factors() const { return raw_qk ? fq.data() : nullptr; }  // a scale_rows rowscale
   const float* k_factors() const { return raw_qk ? fk.data() : nullptr; }
@@ -183,9 +184,9 @@ void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 // gemm with a right operand packed once for several products (bf16 mode only), counting its flops.
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool accumulate,
                  float* C, int64_t ldc, Counters& cnt);
-// The same with A given as bf16 rows (raw bf16 q and k).
+// The same with A given as bf16 rows (raw bf16 q and k), and C's row factors rs (kernels/kernel_set.h).
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                 bool accumulate, float* C, int64_t ldc, Counters& cnt);
+                 bool accumulate, float* C, int64_t ldc, Counters& cnt, RowScale rs = {});
 
 // A chunk's state S [K, Vc] (row stride Vc) as the right operand of its X S products (K S, Q S, W S): read in
 // place in exact mode; in bf16 mode packed at the chunk's first product and, with `keep` (the plan keeps
@@ -197,8 +198,9 @@ class StateOperand {
       : S_(S), K_(K), Vc_(Vc), packed_(packed), keep_(keep) {}
   // out [L, Vc] = X [L, K] S.
   void times(int64_t L, const float* X, float* out, Counters& cnt);
-  // The same for X given as bf16 rows (bf16 mode only).
-  void times(int64_t L, const uint16_t* X, float* out, Counters& cnt);
+  // The same for X given as bf16 rows (bf16 mode only), each row r of out times row_factors[r] (null: 1) in
+  // the product's registers (RowScale).
+  void times(int64_t L, const uint16_t* X, float* out, Counters& cnt, const float* row_factors = nullptr);
 
  private:
   const float* S_;

@@ -127,15 +127,16 @@ void prepare_chunk(const Problem& p, const ChunkProgram& prog, const RowLoader<f
 
 // (X o e^G) S for the rows X = K or Q~ [L, K] and the state S: the decay e (and the rows' factors f, may be
 // null) on the product's rows (bf16 GDN: the GEMM reads the loaded rows themselves, as bf16 rows when the
-// inputs are bf16, so only they are rounded) or already in `scaled` (the rows the Ke / Qs step made).
+// inputs are bf16, so only they are rounded; then with their factors ef = e o f in its registers) or already
+// in `scaled` (the rows the Ke / Qs step made).
 void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* raw, const uint16_t* raw_bf16,
-                         const float* scaled, StateOperand& S, const float* e, const float* f, float* out,
-                         Counters& cnt) {
+                         const float* ef, const float* scaled, StateOperand& S, const float* e, const float* f,
+                         float* out, Counters& cnt) {
   if (on_results && raw_bf16) {
-    S.times(L, raw_bf16, out, cnt);
-  } else {
-    S.times(L, on_results ? raw : scaled, out, cnt);
+    S.times(L, raw_bf16, out, cnt, ef);
+    return;
   }
+  S.times(L, on_results ? raw : scaled, out, cnt);
   if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
@@ -172,16 +173,16 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
-        decayed_times_state(decay_on_results, L, Vc, in.k.data(), in.raw_qk ? in.kb.data() : nullptr, ws.KQ.data(), state,
-                            e, in.k_factors(), ws.KS.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, in.k.data(), in.raw_qk ? in.kb.data() : nullptr, in.ek.data(),
+                            ws.KQ.data(), state, e, in.k_factors(), ws.KS.data(), cnt);
         break;
       case plan::OpCode::kQs:
         if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
-        decayed_times_state(decay_on_results, L, Vc, in.q.data(), in.raw_qk ? in.qb.data() : nullptr, ws.Qs.data(), state,
-                            e, in.q_factors(), ws.O.data(), cnt);
+        decayed_times_state(decay_on_results, L, Vc, in.q.data(), in.raw_qk ? in.qb.data() : nullptr, in.eq.data(),
+                            ws.Qs.data(), state, e, in.q_factors(), ws.O.data(), cnt);
         qs_done = true;
         break;
       case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;

@@ -103,7 +103,8 @@ void lower_times_bf16_by_blocks(int64_t L, int64_t N, int nterms, const Bf16Lowe
 }
 
 // The portable forms for bf16 rows (KernelSet::pack_bf16_rows_t, gemm_bf16_rows, gemm_bf16_rows_tn):
-// widened to fp32, which is exact, so they are the rounding forms above on the widened operands. For
+// widened to fp32, which is exact, so they are the rounding forms above on the widened operands (the row
+// factors their own pass, with_row_scale). For
 // pack_bf16_rows_t X [N, Kd] is widened row by row and then transposed into B = X^T [Kd, N].
 inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, int64_t N, int64_t Kd,
                                          const uint16_t* X, int64_t ldx, Bf16Operand* out) {
@@ -113,24 +114,42 @@ inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, i
   transpose(N, Kd, x.data(), Kd, nullptr, 1, out->reshape(Kd, N, N, Kd * N), N);
 }
 
+// C[r, :] *= s_r for r < M (RowScale): one fp32 multiply per element, as any set's scale_rows makes it.
+inline void scale_rows_by(RowScale rs, int64_t M, int64_t N, float* C, int64_t ldc) {
+  if (!rs.s) return;
+  for (int64_t r = 0; r < M; ++r) {
+    const float f = rs.s[r * rs.stride];
+    for (int64_t c = 0; c < N; ++c) C[r * ldc + c] *= f;
+  }
+}
+
+// A rows product with its row factors as their definition: the prior C scaled before an accumulating
+// product, or the product scaled after a plain one (RowScale).
+template <typename Product>
+void with_row_scale(RowScale rs, bool acc, int64_t M, int64_t N, float* C, int64_t ldc, Product product) {
+  if (acc) scale_rows_by(rs, M, N, C, ldc);
+  product();
+  if (!acc) scale_rows_by(rs, M, N, C, ldc);
+}
+
 inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
                                        const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc, float* C,
-                                       int64_t ldc) {
+                                       int64_t ldc, RowScale rs) {
   thread_local std::vector<float> a;
   a.resize(static_cast<std::size_t>(M * Kd));
   for (int64_t r = 0; r < M; ++r) widen(Kd, A + r * lda, a.data() + r * Kd);
-  f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
+  with_row_scale(rs, acc, M, N, C, ldc, [&] { f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc); });
 }
 
 // KernelSet::gemm_bf16_rows_tn's portable form: X [Kd, M] widened row by row, then the set's fp32 gemm_tn
 // (`tn`) on it and the packed B, whose rows are B's rounded source: gemm_bf16_by_rounding's operands and GEMM.
 inline void gemm_bf16_rows_tn_by_widening(GemmFn tn, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
                                           const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc, float* C,
-                                          int64_t ldc) {
+                                          int64_t ldc, RowScale rs) {
   thread_local std::vector<float> x;
   x.resize(static_cast<std::size_t>(Kd * M));
   for (int64_t r = 0; r < Kd; ++r) widen(M, X + r * ldx, x.data() + r * M);
-  tn(M, N, Kd, x.data(), M, B.data.data(), B.ld, acc, C, ldc);
+  with_row_scale(rs, acc, M, N, C, ldc, [&] { tn(M, N, Kd, x.data(), M, B.data.data(), B.ld, acc, C, ldc); });
 }
 
 }  // namespace hanpu

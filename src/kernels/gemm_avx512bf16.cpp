@@ -135,16 +135,21 @@ struct Panel {
 
 // C[MR rows, NV vectors] (+)= the nt panels' products over Kp word steps each, chained in registers: every
 // element is one chain over the first panel's pairs in order, then the next panel's (the value of one call
-// per panel accumulating through C). The last vector's stores and loads are masked to `last` columns.
-template <int MR, int NV>
+// per panel accumulating through C). The last vector's stores and loads are masked to `last` columns. The
+// block's row factors rs (RowScale, from the block's first row) multiply the loaded C when accumulating and
+// the finished chains otherwise: scale_rows' one multiply, before or after (Scaled: rs.s is not null, a
+// separate instantiation so that the unscaled products keep their code). The factors are read from memory
+// outside the chains: held in vector registers across them they crowd out B's (measured: K S 20% slower).
+template <int MR, int NV, bool Scaled>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt, const Panel* t, int64_t Kp,
                                                                          bool accumulate, float* C, int64_t ldc,
-                                                                         __mmask16 last) {
+                                                                         __mmask16 last, RowScale rs) {
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     for (int v = 0; v < NV; ++v) {
       const __mmask16 m = v == NV - 1 ? last : 0xFFFF;
       acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(m, C + r * ldc + v * kLanes) : _mm512_setzero_ps();
+      if (Scaled && accumulate) acc[r][v] = _mm512_mul_ps(acc[r][v], _mm512_set1_ps(rs.s[r * rs.stride]));
     }
   }
   for (int k = 0; k < nt; ++k) {
@@ -163,38 +168,42 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt,
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(C + r * ldc + v * kLanes, v == NV - 1 ? last : 0xFFFF, acc[r][v]);
+    for (int v = 0; v < NV; ++v) {
+      if (Scaled && !accumulate) acc[r][v] = _mm512_mul_ps(acc[r][v], _mm512_set1_ps(rs.s[r * rs.stride]));
+      _mm512_mask_storeu_ps(C + r * ldc + v * kLanes, v == NV - 1 ? last : 0xFFFF, acc[r][v]);
+    }
   }
 }
 
 // Rows [0, M) of the panels' products in blocks of kMR rows, then single rows. `lower`: A is lower
 // triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and the rest (zero products)
-// are skipped.
-template <int NV>
+// are skipped. rs: the rows' factors (RowScale; Scaled: not null).
+template <int NV, bool Scaled>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int nt, const Panel* t, int64_t Kp,
                                                                  bool lower, bool accumulate, float* C, int64_t ldc,
-                                                                 __mmask16 last) {
+                                                                 __mmask16 last, RowScale rs) {
   Panel moved[kMaxLowerTerms];
   const auto shift = [&](int64_t i) {
     for (int k = 0; k < nt; ++k) moved[k] = t[k].at(i, 0);
   };
   const auto steps = [&](int64_t i, int64_t mr) { return lower ? std::min(Kp, (i + mr + 1) / 2) : Kp; };
+  const auto from = [&](int64_t i) { return RowScale{Scaled ? rs.s + i * rs.stride : nullptr, rs.stride}; };
   int64_t i = 0;
   for (; i + kMR <= M; i += kMR) {
     shift(i);
-    block<kMR, NV>(nt, moved, steps(i, kMR), accumulate, C + i * ldc, ldc, last);
+    block<kMR, NV, Scaled>(nt, moved, steps(i, kMR), accumulate, C + i * ldc, ldc, last, from(i));
   }
   for (; i < M; ++i) {
     shift(i);
-    block<1, NV>(nt, moved, steps(i, 1), accumulate, C + i * ldc, ldc, last);
+    block<1, NV, Scaled>(nt, moved, steps(i, 1), accumulate, C + i * ldc, ldc, last, from(i));
   }
 }
 
-// C[M, N] (+)= the sum of the nt panels' products over Kp word steps (B's rows of ldb >= ceil16(N) words):
-// 2-vector column blocks, then 16-column vectors with the tail masked.
+// C[M, N] (+)= the sum of the nt panels' products over Kp word steps (B's rows of ldb >= ceil16(N) words),
+// with C's row factors rs: 2-vector column blocks, then 16-column vectors with the tail masked.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, int64_t N, int nt, const Panel* t,
                                                                      int64_t Kp, bool lower, bool accumulate,
-                                                                     float* C, int64_t ldc) {
+                                                                     float* C, int64_t ldc, RowScale rs = {}) {
   Panel moved[kMaxLowerTerms];
   const auto shift = [&](int64_t j) {
     for (int k = 0; k < nt; ++k) moved[k] = t[k].at(0, j);
@@ -202,20 +211,21 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void multiply(int64_t M, 
   int64_t j = 0;
   for (; j + 2 * kLanes <= N; j += 2 * kLanes) {
     shift(j);
-    rows<2>(M, nt, moved, Kp, lower, accumulate, C + j, ldc, 0xFFFF);
+    (rs.s ? &rows<2, true> : &rows<2, false>)(M, nt, moved, Kp, lower, accumulate, C + j, ldc, 0xFFFF, rs);
   }
   while (j < N) {
     const int64_t n = N - j;
     const __mmask16 last = first_lanes(n);
     shift(j);
-    rows<1>(M, nt, moved, Kp, lower, accumulate, C + j, ldc, last);
+    (rs.s ? &rows<1, true> : &rows<1, false>)(M, nt, moved, Kp, lower, accumulate, C + j, ldc, last, rs);
     j += kLanes;
   }
 }
 
-// One product: C[M, N] (+)= op(A) B.
-void multiply(int64_t M, int64_t N, int64_t Kp, const Panel& t, bool accumulate, float* C, int64_t ldc) {
-  multiply(M, N, 1, &t, Kp, false, accumulate, C, ldc);
+// One product: C[M, N] (+)= op(A) B, with C's row factors rs.
+void multiply(int64_t M, int64_t N, int64_t Kp, const Panel& t, bool accumulate, float* C, int64_t ldc,
+              RowScale rs = {}) {
+  multiply(M, N, 1, &t, Kp, false, accumulate, C, ldc, rs);
 }
 
 // op(A)'s words into a per-thread buffer: rows of Kp (ars = Kp, aps = 1), or for a transposed A the
@@ -325,7 +335,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_t(int64_t 
 // A as bf16 rows: with even Kd and an even row stride on a 4-byte boundary the rows are their own words
 // (no copy); otherwise the pairs are copied with the odd tail zero-padded.
 void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool accumulate,
-               float* C, int64_t ldc) {
+               float* C, int64_t ldc, RowScale rs) {
   if (M <= 0 || N <= 0) return;
   const int64_t Kp = (Kd + 1) / 2;
   const Word* ap = reinterpret_cast<const Word*>(A);
@@ -339,7 +349,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
     ap = w;
     ars = Kp;
   }
-  multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc);
+  multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
 }
 
 // op(A) = X^T for bf16 rows X [Kd, M]: word (p, r) = (X[2p, r], X[2p + 1, r]) in rows of Mp = ceil16(M) words,
@@ -367,13 +377,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_p
 // KernelSet::gemm_bf16_rows_tn: X^T's panel from the bf16 rows, then the transposed-A product gemm_tn_bf16
 // runs (the same words, the same chains).
 void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                  bool accumulate, float* C, int64_t ldc) {
+                  bool accumulate, float* C, int64_t ldc, RowScale rs) {
   if (M <= 0 || N <= 0) return;
   thread_local std::vector<uint32_t> abuf;
   const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
   uint32_t* ap = words(&abuf, Kp * Mp);
   pack_rows_pairs(M, Kd, X, ldx, Mp, ap);
-  multiply(M, N, Kp, Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc);
+  multiply(M, N, Kp, Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
 }
 
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).

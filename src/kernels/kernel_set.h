@@ -45,6 +45,17 @@ struct Bf16LowerTerm {
 // The most terms one lower_times_bf16 call chains (a product with both operands split has three).
 inline constexpr int kMaxLowerTerms = 3;
 
+// Per-row factors a bf16 rows product (KernelSet::gemm_bf16_rows, gemm_bf16_rows_tn) applies in its
+// registers, so that GDN's decays and l2norm factors, which the bf16 mode applies to products rather than to
+// rounded operands, cost no pass over C of their own: s_r = s[r * stride] for row r of C (stride 0: one
+// factor for every row). Accumulating, they scale C's prior rows, C = diag(s) C + A B (the update's decayed
+// old state, e^{G_last} S + K^T V''); otherwise the products, C = diag(s) (A B) (K S and Q S). Either way the
+// bits of one fp32 multiply per element (a scale_rows pass) before, or after, the product without them.
+struct RowScale {
+  const float* s = nullptr;  // null: no factors
+  int64_t stride = 1;
+};
+
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
   int64_t gemm_column_block;   // column splits of a GEMM at multiples of this give identical columns
@@ -99,15 +110,17 @@ struct KernelSet {
   void (*exp_diff)(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
   // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k
   // as loaded): pack_bf16_rows_t packs B = X^T for X [N, Kd] (row stride ldx), as pack_bf16 would pack the
-  // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit.
+  // widened transpose; gemm_bf16_rows is gemm_packed_bf16 with A [M, Kd] given as bf16 rows, bit for bit,
+  // with C's row factors `rs` (RowScale) applied on the way.
   void (*pack_bf16_rows_t)(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
   void (*gemm_bf16_rows)(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                         bool acc, float* C, int64_t ldc);
+                         bool acc, float* C, int64_t ldc, RowScale rs);
   // C[M, N] = (acc ? C : 0) + X^T B with X [Kd, M] given as bf16 rows (row stride ldx) and B packed by this
   // set's pack_bf16 [Kd, N]: gemm_tn_bf16 on the widened X and B's source, bit for bit (GDN's bf16 update
-  // K^T V'' reads the chunk's keys as loaded, with no fp32 transpose or conversion on the way).
+  // K^T V'' reads the chunk's keys as loaded, with no fp32 transpose or conversion on the way), with C's row
+  // factors `rs` applied on the way.
   void (*gemm_bf16_rows_tn)(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                            bool acc, float* C, int64_t ldc);
+                            bool acc, float* C, int64_t ldc, RowScale rs);
   // dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1): a transposed, optionally row- or
   // element-scaled copy (kernels/pack.h pack_transposed: the [K, L] panel of a K^T operand).
   void (*pack_transposed)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,

@@ -620,13 +620,13 @@ void GateCumsum(int64_t L, int64_t w, const float* g, double* G) {
 }
 
 void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                  bool accumulate, float* C, int64_t ldc) {
-  gemm_bf16_rows_by_widening(&GemmNN, &Bf16ToF32, M, N, Kd, A, lda, B, accumulate, C, ldc);
+                  bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  gemm_bf16_rows_by_widening(&GemmNN, &Bf16ToF32, M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
 }
 
 void GemmBf16RowsTn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                    bool accumulate, float* C, int64_t ldc) {
-  gemm_bf16_rows_tn_by_widening(&GemmTN, &Bf16ToF32, M, N, Kd, X, ldx, B, accumulate, C, ldc);
+                    bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  gemm_bf16_rows_tn_by_widening(&GemmTN, &Bf16ToF32, M, N, Kd, X, ldx, B, accumulate, C, ldc, rs);
 }
 
 void PackBf16RowsT(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
@@ -734,15 +734,15 @@ void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf1
 }
 
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                    bool accumulate, float* C, int64_t ldc) {
+                    bool accumulate, float* C, int64_t ldc, RowScale rs) {
   check_packed_call(N, Kd, B);
-  active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc);
+  active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
 }
 
 void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                       bool accumulate, float* C, int64_t ldc) {
+                       bool accumulate, float* C, int64_t ldc, RowScale rs) {
   check_packed_call(N, Kd, B);
-  active_kernels().gemm_bf16_rows_tn(M, N, Kd, X, ldx, B, accumulate, C, ldc);
+  active_kernels().gemm_bf16_rows_tn(M, N, Kd, X, ldx, B, accumulate, C, ldc, rs);
 }
 
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {

@@ -10,10 +10,7 @@
 
 #include <cstdint>
 
-namespace hanpu {
-struct Bf16Operand;    // kernels/kernel_set.h
-struct Bf16LowerTerm;  // kernels/kernel_set.h
-}
+#include "kernels/kernel_set.h"  // Bf16Operand, Bf16LowerTerm, RowScale
 
 namespace hanpu::simd {
 
@@ -55,12 +52,14 @@ void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* ter
 
 // The same for operands already in bf16 (rows of bf16 bit patterns): B = X^T packed from X [N, Kd], the
 // packed product with A given as bf16 rows, and with A = X^T for bf16 rows X [Kd, M] (kernels/kernel_set.h);
-// bit-identical to the forms above (gemm_tn_bf16 for the last) on the widened operands.
+// bit-identical to the forms above (gemm_tn_bf16 for the last) on the widened operands; the two products
+// apply C's row factors rs in registers (kernels/kernel_set.h RowScale: the prior C's rows when accumulating,
+// the products' otherwise).
 void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
-                    bool accumulate, float* C, int64_t ldc);
+                    bool accumulate, float* C, int64_t ldc, RowScale rs = {});
 void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                       bool accumulate, float* C, int64_t ldc);
+                       bool accumulate, float* C, int64_t ldc, RowScale rs = {});
 
 // Row conversions between bf16 bit patterns and fp32: widening is exact; narrowing rounds to nearest, ties to
 // even, and keeps NaN a (quiet) NaN, as f32_to_bf16_bits (hanpu/tensor.h) does element by element.
