@@ -12,8 +12,8 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/amx_support.h"
@@ -58,6 +58,20 @@ void check_gemm(const KernelSet& ks, bool trans_a, bool bf16, int64_t M, int64_t
             << i << "," << j;
       }
       EXPECT_EQ(C[1 + i * ldc + N], C0[1 + i * ldc + N]);  // padding untouched
+    }
+  }
+}
+
+// The bf16 GEMMs at the AMX set's tile and block edges (16 rows or columns a tile, 32 a block, 32 values of Kd
+// a step), the chunk shapes among them, against the definition; every set runs them.
+void check_tile_edges(const KernelSet& ks, std::mt19937_64& rng) {
+  for (bool trans_a : {false, true}) {
+    for (int64_t M : {int64_t{15}, int64_t{16}, int64_t{31}, int64_t{33}, int64_t{64}}) {
+      for (int64_t N : {int64_t{16}, int64_t{32}, int64_t{47}, int64_t{128}}) {
+        for (int64_t Kd : {int64_t{31}, int64_t{32}, int64_t{63}, int64_t{128}}) {
+          check_gemm(ks, trans_a, true, M, N, Kd, rng);
+        }
+      }
     }
   }
 }
@@ -222,8 +236,9 @@ void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
 }
 
 // The bf16-rows forms against the float forms on the widened operands, bit for bit: B = X^T packed from bf16
-// rows, A given as bf16 rows, at even and odd Kd, odd row strides and an A that is not 4-byte aligned; with
-// row factors (RowScale) against the packed product and a separate pass of them (bf16_round.h with_row_scale).
+// rows, A given as bf16 rows, at even and odd Kd, odd row strides, an A that is not 4-byte aligned, partial and
+// whole tiles of rows; with row factors (RowScale) against the packed product and a separate pass of them
+// (bf16_round.h with_row_scale).
 void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   const auto to_bits = [](const std::vector<float>& x) {
     std::vector<uint16_t> b(x.size());
@@ -233,32 +248,34 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{128}}) {
     for (int64_t N : {int64_t{1}, int64_t{17}, int64_t{64}}) {
       for (int64_t lda : {Kd, Kd + 1}) {
-        const int64_t M = 9, ldx = lda == Kd ? Kd + Kd % 2 : Kd + 3;  // even (rows are words) or odd strides
-        const std::vector<uint16_t> X = to_bits(randn(N * ldx, rng)), A = to_bits(randn(M * lda + 1, rng));
-        // the float forms' operands: B [Kd, N] = X^T widened, A widened
-        std::vector<float> Bt(Kd * N), Af(M * lda + 1);
-        for (int64_t kd = 0; kd < Kd; ++kd) {
-          for (int64_t n = 0; n < N; ++n) Bt[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
-        }
-        for (std::size_t i = 0; i < Af.size(); ++i) Af[i] = bf16_bits_to_f32(A[i]);
-        Bf16Operand from_floats, from_rows;
-        ks.pack_bf16(Kd, N, Bt.data(), N, &from_floats);
-        ks.pack_bf16_rows_t(N, Kd, X.data(), ldx, &from_rows);
-        EXPECT_EQ(from_rows.Kd, Kd);
-        EXPECT_EQ(from_rows.N, N);
-        const std::vector<float> factors = randn(M, rng);
-        for (int64_t a0 : {int64_t{0}, int64_t{1}}) {  // a0 = 1: A starts at an odd bf16 offset
-          // row factors: none, one for all rows (stride 0), one a row; on the prior C or on the products
-          for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
-            for (bool acc : {false, true}) {
-              std::vector<float> want(M * N, 1.25f), got(M * N, 1.25f);
-              with_row_scale(rs, acc, M, N, want.data(), N, [&] {
-                ks.gemm_packed_bf16(M, N, Kd, Af.data() + a0, lda, from_floats, acc, want.data(), N);
-              });
-              ks.gemm_bf16_rows(M, N, Kd, A.data() + a0, lda, from_rows, acc, got.data(), N, rs);
-              ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda
-                                   << " at " << a0 << (acc ? " acc" : "") << " row factors stride "
-                                   << (rs.s ? rs.stride : -1);
+        for (int64_t M : {int64_t{9}, int64_t{32}}) {  // 32: whole tiles, read in place by the AMX set at Kd 128
+          const int64_t ldx = lda == Kd ? Kd + Kd % 2 : Kd + 3;  // even (rows are words) or odd strides
+          const std::vector<uint16_t> X = to_bits(randn(N * ldx, rng)), A = to_bits(randn(M * lda + 1, rng));
+          // the float forms' operands: B [Kd, N] = X^T widened, A widened
+          std::vector<float> Bt(Kd * N), Af(M * lda + 1);
+          for (int64_t kd = 0; kd < Kd; ++kd) {
+            for (int64_t n = 0; n < N; ++n) Bt[kd * N + n] = bf16_bits_to_f32(X[n * ldx + kd]);
+          }
+          for (std::size_t i = 0; i < Af.size(); ++i) Af[i] = bf16_bits_to_f32(A[i]);
+          Bf16Operand from_floats, from_rows;
+          ks.pack_bf16(Kd, N, Bt.data(), N, &from_floats);
+          ks.pack_bf16_rows_t(N, Kd, X.data(), ldx, &from_rows);
+          EXPECT_EQ(from_rows.Kd, Kd);
+          EXPECT_EQ(from_rows.N, N);
+          const std::vector<float> factors = randn(M, rng);
+          for (int64_t a0 : {int64_t{0}, int64_t{1}}) {  // a0 = 1: A starts at an odd bf16 offset
+            // row factors: none, one for all rows (stride 0), one a row; on the prior C or on the products
+            for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
+              for (bool acc : {false, true}) {
+                std::vector<float> want(M * N, 1.25f), got(M * N, 1.25f);
+                with_row_scale(rs, acc, M, N, want.data(), N, [&] {
+                  ks.gemm_packed_bf16(M, N, Kd, Af.data() + a0, lda, from_floats, acc, want.data(), N);
+                });
+                ks.gemm_bf16_rows(M, N, Kd, A.data() + a0, lda, from_rows, acc, got.data(), N, rs);
+                ASSERT_EQ(want, got) << ks.name << " bf16 rows " << M << "x" << N << "x" << Kd << " lda " << lda
+                                     << " at " << a0 << (acc ? " acc" : "") << " row factors stride "
+                                     << (rs.s ? rs.stride : -1);
+              }
             }
           }
         }
@@ -288,9 +305,8 @@ void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
         for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
           for (bool acc : {false, true}) {
             std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
-            with_row_scale(rs, acc, M, N, want.data(), N, [&] {
-              ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N);
-            });
+            with_row_scale(rs, acc, M, N, want.data(), N,
+                           [&] { ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N); });
             ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, packed, acc, got.data(), N, rs);
             ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
                                  << (acc ? " acc" : "") << " row factors stride " << (rs.s ? rs.stride : -1);
@@ -341,7 +357,8 @@ void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
         for (int64_t c = 0; c < cols; ++c) {
           for (int64_t r = 0; r < ldd; ++r) {
             const float want = r >= rows ? 7.0f : src[r * lds + c] * (sc ? sc[r * sw + (sw == 1 ? 0 : c)] : 1.0f);
-            ASSERT_EQ(dst[c * ldd + r], want) << ks.name << " " << rows << "x" << cols << " sw " << sw << " at " << c << "," << r;
+            ASSERT_EQ(dst[c * ldd + r], want)
+                << ks.name << " " << rows << "x" << cols << " sw " << sw << " at " << c << "," << r;
           }
         }
       }
@@ -359,9 +376,10 @@ void check_round_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
     std::memcpy(&f, &u, 4);
     return f;
   };
-  const std::vector<float> edges = {round_bf16(1.3f), bits(0x3F808000u), bits(0x3F818000u), -0.0f, bits(0x00008000u),
-                                    bits(0x80018000u), bits(0x00000001u), INFINITY, -INFINITY, bits(0x7F7FFFFFu),
-                                    bits(0xFF7F8000u), bits(0x7FC01234u), bits(0x7F800001u), bits(0xFF812345u)};
+  const std::vector<float> edges = {round_bf16(1.3f),  bits(0x3F808000u), bits(0x3F818000u), -0.0f,
+                                    bits(0x00008000u), bits(0x80018000u), bits(0x00000001u), INFINITY,
+                                    -INFINITY,         bits(0x7F7FFFFFu), bits(0xFF7F8000u), bits(0x7FC01234u),
+                                    bits(0x7F800001u), bits(0xFF812345u)};
   for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{130}}) {
     const int64_t rows = 3, lds = cols + 1, ldd = cols + 2;
     std::vector<float> x = randn(rows * lds, rng);
@@ -397,7 +415,7 @@ void check_bf16_residual(const KernelSet& ks, std::mt19937_64& rng) {
     std::vector<float> x = randn(rows * ldx, rng);
     std::uniform_int_distribution<int> ex(-60, 60);
     for (float& v : x) v = std::ldexp(v, ex(rng));
-    x[0] = round_bf16(x[0]);                                      // exact: lo = 0
+    x[0] = round_bf16(x[0]);                                               // exact: lo = 0
     if (cols > 1) x[1] = bf16_bits_to_f32(0x3F81) + std::ldexp(1.0f, -8);  // a tie: rounds to even
     if (cols > 2) x[2] = INFINITY;
     if (cols > 3) x[3] = NAN;
@@ -437,9 +455,14 @@ void check_pack_bf16_split(const KernelSet& ks, std::mt19937_64& rng) {
       std::vector<float> x = randn(Kd * ldx, rng);
       std::uniform_int_distribution<int> ex(-40, 40);
       for (float& v : x) v = std::ldexp(v, ex(rng));
-      const float specials[] = {bf16_bits_to_f32(0x3F81) + std::ldexp(1.0f, -8), -0.0f, std::ldexp(1.0f, -140),
-                                std::ldexp(1.0f, -120) * 1.00390625f, INFINITY, -INFINITY,
-                                std::numeric_limits<float>::max(), NAN};
+      const float specials[] = {bf16_bits_to_f32(0x3F81) + std::ldexp(1.0f, -8),
+                                -0.0f,
+                                std::ldexp(1.0f, -140),
+                                std::ldexp(1.0f, -120) * 1.00390625f,
+                                INFINITY,
+                                -INFINITY,
+                                std::numeric_limits<float>::max(),
+                                NAN};
       for (std::size_t i = 0; i < std::size(specials) && i < x.size(); ++i) x[(i * 5) % x.size()] = specials[i];
       Bf16Operand hi, lo, want_hi, want_lo;
       std::vector<float> low(Kd * N);
@@ -573,8 +596,8 @@ void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
       ks.scale_rows(rows, cols, src.data(), cols, sc.data(), sw, rowscale, dst.data(), cols);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
-          const double want = static_cast<double>(src[r * cols + c]) * sc[r * sw + (sw > 1 ? c : 0)] *
-                              (rowscale ? rowscale[r] : 1.0f);
+          const double want =
+              static_cast<double>(src[r * cols + c]) * sc[r * sw + (sw > 1 ? c : 0)] * (rowscale ? rowscale[r] : 1.0f);
           EXPECT_NEAR(dst[r * cols + c], want, 1e-6 * (1 + std::fabs(want))) << name << " sw=" << sw;
         }
       }
@@ -642,11 +665,11 @@ void check_decode(const KernelSet& ks, std::mt19937_64& rng) {
         for (float& d : decay) d = std::exp(-std::fabs(randn(1, rng)[0]));
         std::vector<float> S_ref = S, o(V), o_ref(V);
         (v_first ? ks.decode_v_first : ks.decode_k_first)(K, V, S.data(), lds, decay.data(), q.data(), k.data(),
-                                                            v.data(), 0.7f, o.data());
+                                                          v.data(), 0.7f, o.data());
         (v_first ? ref.decode_v_first : ref.decode_k_first)(K, V, S_ref.data(), lds, decay.data(), q.data(), k.data(),
-                                                              v.data(), 0.7f, o_ref.data());
-        const std::string at = ks.name + (v_first ? " v-first" : " k-first") + " K=" + std::to_string(K) +
-                               " V=" + std::to_string(V);
+                                                            v.data(), 0.7f, o_ref.data());
+        const std::string at =
+            ks.name + (v_first ? " v-first" : " k-first") + " K=" + std::to_string(K) + " V=" + std::to_string(V);
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t c = 0; c < lds; ++c) {
             const float want = S_ref[r * lds + c];
@@ -692,10 +715,31 @@ TEST(KernelSets, Avx512Bf16SetWhereTheCpuHasIt) {
   if (!__builtin_cpu_supports("avx512bf16") || !has_avx3) {
     GTEST_SKIP() << "this CPU has no AVX512-BF16 (or no AVX3 set): the bf16 GEMMs run on rounded fp32 operands";
   }
-  EXPECT_EQ(sets.front().name, "AVX3+BF16");
-  EXPECT_EQ(sets.front().bf16_unit, "AVX512-BF16 dot products");
-  EXPECT_NE(sets.front().bf16_peak, nullptr);
+  // first, or second behind the AMX set that copies it
+  const KernelSet& bf16 = sets.front().name == "AVX3+AMX" ? sets[1] : sets.front();
+  EXPECT_EQ(bf16.name, "AVX3+BF16");
+  EXPECT_EQ(bf16.bf16_unit, "AVX512-BF16 dot products");
+  EXPECT_NE(bf16.bf16_peak, nullptr);
+  EXPECT_FALSE(bf16.bf16_matrix_engine);
 #endif
+}
+
+// The AMX set exists exactly where this process may run tiles (and the AVX512-BF16 set it builds on exists),
+// first of all, its bf16 unit a matrix engine beside the vector unit.
+TEST(KernelSets, AmxSetWhereTilesAreUsable) {
+  const std::vector<KernelSet>& sets = kernel_sets();
+  const bool has_bf16 = std::any_of(sets.begin(), sets.end(), [](const KernelSet& k) { return k.name == "AVX3+BF16"; });
+  const bool has_amx = std::any_of(sets.begin(), sets.end(), [](const KernelSet& k) { return k.name == "AVX3+AMX"; });
+  if (!amx_support().usable) {
+    EXPECT_FALSE(has_amx);
+    GTEST_SKIP() << "no AMX set on this machine: " << amx_support_line(amx_support());
+  }
+  EXPECT_EQ(has_amx, has_bf16);
+  if (!has_amx) GTEST_SKIP() << "AMX tiles are usable but this CPU has no AVX512-BF16 set to build on";
+  EXPECT_EQ(sets.front().name, "AVX3+AMX");
+  EXPECT_EQ(sets.front().bf16_unit, "AMX tiles (TDPBF16PS)");
+  EXPECT_TRUE(sets.front().bf16_matrix_engine);
+  EXPECT_NE(sets.front().bf16_peak, nullptr);
 }
 
 // The AMX check names the first condition that fails: the instructions (CPUID), the OS's tile state
@@ -766,6 +810,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
       }
     }
     check_column_split(ks, rng);
+    check_tile_edges(ks, rng);
     check_packed_bf16(ks, rng);
     check_lower_times_bf16(ks, rng);
     check_bf16_rows(ks, rng);

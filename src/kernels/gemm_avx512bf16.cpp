@@ -27,28 +27,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/bf16_pairs.h"
 #include "kernels/kernel_set.h"
 
 namespace hanpu {
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
 
+using bf16_pairs::first_lanes;
+using bf16_pairs::kLanes;
+
 // A's words may be read straight from bf16 rows (gemm_rows): a 32-bit view of 16-bit storage.
 using Word = uint32_t __attribute__((may_alias));
 
 constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
-constexpr int64_t kLanes = 16;
-
-// The first min(n, 16) of 16 lanes (n >= 1).
-inline __mmask16 first_lanes(int64_t n) { return n >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
-
-// Rounds 16 floats (the low `n` of them, the rest zero) and the next 16 (`n2`) to 32 bf16 in order.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i to_bf16_pairs(const float* lo, int64_t n,
-                                                                                     const float* hi, int64_t n2) {
-  const __m512 x0 = _mm512_maskz_loadu_ps(first_lanes(n), lo);
-  const __m512 x1 = n2 <= 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(first_lanes(n2), hi);
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 from x0, 16-31 from x1
-}
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it (every word the
 // kernels read is written first).
@@ -57,71 +49,10 @@ uint32_t* words(std::vector<uint32_t>* buf, int64_t n) {
   return buf->data();
 }
 
-// op(A) = A [M, Kd] to bf16 rows of Kp words (row r at r * Kp).
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_a(int64_t M, int64_t Kd, const float* A, int64_t lda,
-                                                                   uint32_t* out) {
-  const int64_t Kp = (Kd + 1) / 2;
-  for (int64_t r = 0; r < M; ++r) {
-    const float* src = A + r * lda;
-    uint32_t* dst = out + r * Kp;
-    for (int64_t c = 0; c < Kd; c += 2 * kLanes) {  // 32 values = 16 words per step
-      const __m512i v = to_bf16_pairs(src + c, Kd - c, src + c + kLanes, Kd - c - kLanes);
-      const int64_t words = std::min<int64_t>(kLanes, (Kd - c + 1) / 2);
-      _mm512_mask_storeu_epi32(dst + c / 2, first_lanes(words), v);
-    }
-  }
-}
-
-// After cvtne2ps of rows 2p (x0) and 2p + 1 (x1): bf16 lane i < 16 is x0[i], lane 16 + i is x1[i]; this
-// permutation interleaves them into the words (x0[i], x1[i]).
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_interleave() {
-  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_load_si512(kInterleave);
-}
-
-// The rounded halves of a cvtne2ps result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
-template <int Half>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
-  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
-}
-
-// B [Kd, N] to words (p, n) = (B[2p, n], B[2p + 1, n]) in `hi`, rows of Np = ceil16(N) words (the odd row
-// and the padding columns zero). With Split, the same words of the residual B - bf16(B) in `lo`, made from
-// the rounded pairs in the same pass (exact in fp32; VCVTNE2PS2BF16 rounds as bf16_residual's bf16(x) does,
-// NaNs quieted the same way, and a subnormal x or low term packs to zero either way), which is
-// pack_bf16_split's definition.
-template <bool Split>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_pairs(int64_t N, int64_t Kd, const float* B,
-                                                                       int64_t ldb, int64_t Np, uint32_t* hi,
-                                                                       uint32_t* lo) {
-  const int64_t Kp = (Kd + 1) / 2;
-  const __m512i idx = pair_interleave();
-  for (int64_t p = 0; p < Kp; ++p) {
-    const float* r0 = B + 2 * p * ldb;
-    const float* r1 = r0 + ldb;
-    const bool has_r1 = 2 * p + 1 < Kd;
-    for (int64_t j = 0; j < Np; j += kLanes) {
-      const int64_t n = N - j;
-      const __mmask16 m = first_lanes(n);
-      const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
-      const __m512 x1 = has_r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
-      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
-      _mm512_storeu_si512(hi + p * Np + j, _mm512_permutexvar_epi16(idx, pairs));
-      if constexpr (Split) {
-        const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
-        const __m512i low = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0));
-        _mm512_storeu_si512(lo + p * Np + j, _mm512_permutexvar_epi16(idx, low));
-      }
-    }
-  }
-}
-
-// pack_pairs without the low term. A transposed A operand (stored [Kd, M]) is packed the same way: word
-// (p, r) is then op(A)'s pair (r, p).
+// B's words (bf16_pairs::pack_pairs without the low term); a transposed A operand (stored [Kd, M]) packs the
+// same way, as op(A)'s pairs.
 void pack_b(int64_t N, int64_t Kd, const float* B, int64_t ldb, int64_t Np, uint32_t* out) {
-  pack_pairs<false>(N, Kd, B, ldb, Np, out, nullptr);
+  bf16_pairs::pack_pairs(N, Kd, B, ldb, Np, out, nullptr);
 }
 
 // One product's operands: A's word (r, p) at a[r * ars + p * aps], B's word (p, n) at b[p * ldb + n].
@@ -238,7 +169,7 @@ const uint32_t* pack_left(int64_t M, int64_t Kd, const float* A, int64_t lda, in
   if (TransA) {
     pack_b(M, Kd, A, lda, Mp, ap);
   } else {
-    pack_a(M, Kd, A, lda, ap);
+    bf16_pairs::pack_rows(M, Kd, A, lda, ap, (Kd + 1) / 2);
   }
   *ars = TransA ? 1 : Kp;
   *aps = TransA ? Mp : 1;
@@ -268,7 +199,7 @@ void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operan
 // KernelSet::pack_bf16_split: both packings in one pass over X.
 void pack_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  pack_pairs<true>(N, Kd, X, ldx, Np, reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, Kp * Np)),
+  bf16_pairs::pack_pairs(N, Kd, X, ldx, Np, reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, Kp * Np)),
                    reinterpret_cast<uint32_t*>(lo->reshape(Kd, N, Np, Kp * Np)));
 }
 
@@ -281,6 +212,12 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
            C, ldc);
 }
 
+// KernelSet::pack_bf16_rows_t: bf16_pairs::pack_rows_t into rows of ceil16(N) words.
+void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  const int64_t Kp = (Kd + 1) / 2, Np = bf16_pairs::round_up(N, kLanes);
+  bf16_pairs::pack_rows_t(N, Kd, X, ldx, Np, reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np)));
+}
+
 // KernelSet::lower_times_bf16: each term's A to bf16 rows once, then every row block's terms chained in
 // registers, up to the block's diagonal.
 void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
@@ -291,45 +228,10 @@ void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, b
   uint32_t* w = words(&abuf, nterms * L * Kp);
   Panel t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) {
-    pack_a(L, L, terms[k].A, terms[k].lda, w + k * L * Kp);
+    bf16_pairs::pack_rows(L, L, terms[k].A, terms[k].lda, w + k * L * Kp, Kp);
     t[k] = {w + k * L * Kp, Kp, 1, reinterpret_cast<const uint32_t*>(terms[k].B->data.data()), terms[k].B->ld};
   }
   multiply(L, N, nterms, t, Kp, true, accumulate, C, ldc);
-}
-
-// One pair word of a bf16 row: (x[2p], x[2p + 1]), the high half zero past Kd.
-inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
-  return x[2 * p] | (2 * p + 1 < Kd ? static_cast<uint32_t>(x[2 * p + 1]) << 16 : 0u);
-}
-
-// B = X^T for bf16 rows X [N, Kd]: word (p, n) = (X[n, 2p], X[n, 2p + 1]), a 32-bit transpose of the rows'
-// pairs; padding columns [N, ld) zero, as pack_b leaves them. With even Kd and an even row stride on a
-// 4-byte boundary the rows are words and each 16 columns of a word row are one gather; otherwise word by
-// word with the odd tail zero-padded.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X,
-                                                                        int64_t ldx, Bf16Operand* out) {
-  const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
-  uint32_t* w = reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, Kp * Np));
-  const bool words_in_place = Kd % 2 == 0 && ldx % 2 == 0 && reinterpret_cast<uintptr_t>(X) % 4 == 0 &&
-                              ldx / 2 * (Np - 1) <= INT32_MAX;
-  if (!words_in_place) {
-    for (int64_t p = 0; p < Kp; ++p) {
-      for (int64_t n = 0; n < Np; ++n) w[p * Np + n] = n < N ? pair_word(X + n * ldx, p, Kd) : 0u;
-    }
-    return;
-  }
-  const int64_t lw = ldx / 2;  // row stride in words
-  const __m512i lane_rows = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(lw)));
-  for (int64_t j = 0; j < Np; j += kLanes) {
-    const int64_t n = N - j;
-    const __mmask16 m = first_lanes(n);
-    const void* base = X + j * ldx;  // row j's first word
-    for (int64_t p = 0; p < Kp; ++p) {
-      const __m512i idx = _mm512_add_epi32(lane_rows, _mm512_set1_epi32(static_cast<int>(p)));
-      _mm512_storeu_si512(w + p * Np + j, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 4));
-    }
-  }
 }
 
 // A as bf16 rows: with even Kd and an even row stride on a 4-byte boundary the rows are their own words
@@ -344,34 +246,12 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
     thread_local std::vector<uint32_t> abuf;
     uint32_t* w = words(&abuf, M * Kp);
     for (int64_t r = 0; r < M; ++r) {
-      for (int64_t p = 0; p < Kp; ++p) w[r * Kp + p] = pair_word(A + r * lda, p, Kd);
+      for (int64_t p = 0; p < Kp; ++p) w[r * Kp + p] = bf16_pairs::pair_word(A + r * lda, p, Kd);
     }
     ap = w;
     ars = Kp;
   }
   multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
-}
-
-// op(A) = X^T for bf16 rows X [Kd, M]: word (p, r) = (X[2p, r], X[2p + 1, r]) in rows of Mp = ceil16(M) words,
-// the panel pack_b makes of the widened rows (high half zero past Kd, padding columns zero): rows 2p and
-// 2p + 1 zero-extended to words and interleaved, 16 columns at a time.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_rows_pairs(int64_t M, int64_t Kd,
-                                                                                     const uint16_t* X, int64_t ldx,
-                                                                                     int64_t Mp, uint32_t* out) {
-  const int64_t Kp = (Kd + 1) / 2;
-  for (int64_t p = 0; p < Kp; ++p) {
-    const uint16_t* r0 = X + 2 * p * ldx;
-    const uint16_t* r1 = r0 + ldx;
-    const bool has_r1 = 2 * p + 1 < Kd;
-    for (int64_t j = 0; j < Mp; j += kLanes) {
-      const int64_t n = M - j;
-      const __mmask16 m = first_lanes(n);
-      const __m512i lo = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r0 + j));
-      const __m512i hi = has_r1 ? _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r1 + j))
-                                : _mm512_setzero_si512();
-      _mm512_storeu_si512(out + p * Mp + j, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(m, hi, 16)));
-    }
-  }
 }
 
 // KernelSet::gemm_bf16_rows_tn: X^T's panel from the bf16 rows, then the transposed-A product gemm_tn_bf16
@@ -382,7 +262,7 @@ void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t l
   thread_local std::vector<uint32_t> abuf;
   const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
   uint32_t* ap = words(&abuf, Kp * Mp);
-  pack_rows_pairs(M, Kd, X, ldx, Mp, ap);
+  bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, ap);
   multiply(M, N, Kp, Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
 }
 

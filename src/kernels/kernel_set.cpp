@@ -11,6 +11,7 @@ const std::vector<KernelSet>& kernel_sets() {
     // The providers, best instruction sets first. A new one is one line here.
     append_highway_kernel_sets(&s);
     append_avx512bf16_kernel_sets(&s);
+    append_amx_kernel_sets(&s);
     s.push_back(make_reference_kernel_set());
     return s;
   }();

@@ -173,6 +173,9 @@ const KernelSet& active_kernels();
 void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.cc
 // With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others.
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
+// With AMX tiles usable by this process (kernels/amx_support.h): the AVX512-BF16 set with its bf16 GEMMs on
+// TDPBF16PS, ahead of all.
+void append_amx_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_amx.cpp
 KernelSet make_reference_kernel_set();                          // kernels/reference_kernels.cpp
 
 }  // namespace hanpu

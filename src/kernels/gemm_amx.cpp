@@ -1,0 +1,461 @@
+// The bf16 GEMMs on AMX tiles (Intel Sapphire Rapids and later): TDPBF16PS multiplies a tile of A, 16 rows
+// of 16 pair words (16 x 32 bf16), by a tile of B, 16 rows of pair words (B[2p, n], B[2p + 1, n]) for 16
+// columns, into a 16 x 16 fp32 tile of C (products exact, fp32 accumulation, denormals flushed, rounding to
+// nearest even whatever MXCSR says). The tile unit sits beside the AVX-512 unit: one core keeps both busy.
+//
+// C[M, N] (+)= op(A)[M, Kd] B[Kd, N] with Kp = ceil(Kd / 2) pairs, Kt = ceil(Kp / 16) steps of 16 pairs:
+//   A as bf16 rows of pair words (kernels/bf16_pairs.h): rows padded to whole tiles and pairs to whole steps
+//     with zeros in a per-thread copy, or read in place when bf16 rows need no padding (gemm_bf16_rows with
+//     M % 16 == 0 and Kd % 32 == 0); a transposed A (stored [Kd, M]) becomes its pair panel, then a 32-bit
+//     16 x 16 block transpose;
+//   B in the AVX512-BF16 set's pair words with rows padded to whole steps: word (p, n) at p * ld + n,
+//     ld = ceil16(N), ceil16(Kp) rows (the padding zero), which is the tile layout of B as it stands;
+//   a block of 2 x 2 C tiles (32 x 32) accumulates over the steps: per step two A tiles, two B tiles, four
+//     TDPBF16PS (tiles 0-3 C, 4-5 A, 6-7 B); edge blocks have one tile in a dimension, and tiles past C's
+//     edge go through a zero-padded scratch tile. C's row factors (RowScale) are applied on those copies.
+// Every element is one chain of tile steps from pair 0 in order, whatever block it falls in and however
+// much of B is used: column splits give identical columns and every entry gives the bits of every other on
+// the same operands (pack, packed product, rows forms, lower-triangular chains). The padding contributes
+// zero products (a zero pair times a finite pair), which can change only the sign of a zero sum; an Inf or
+// NaN in B's rows past a product's Kd would reach C through them (the engine's operands hold finite values).
+//
+// Linux grants the tile state per process (kernels/amx_support.h); each call checks the calling thread's tile
+// configuration (STTILECFG, about 10 ns) and loads hanpu's (LDTILECFG, 50-100 ns) only when another library
+// in the process, or none yet, configured the tiles differently.
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/amx_support.h"
+#include "kernels/bf16_pairs.h"
+#include "kernels/kernel_set.h"
+
+namespace hanpu {
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+
+#define HANPU_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+using bf16_pairs::first_lanes;
+using bf16_pairs::round_up;
+constexpr int64_t kTile = 16;  // rows of a tile; pair words (A) or fp32 columns (B, C) of a tile row
+
+// The 64-byte LDTILECFG operand, palette 1: tiles 0-7 of 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+const TileConfig& hanpu_tiles() {
+  static const TileConfig c = [] {
+    TileConfig t;
+    for (int i = 0; i < 8; ++i) {
+      t.colsb[i] = 64;
+      t.rows[i] = kTile;
+    }
+    return t;
+  }();
+  return c;
+}
+
+// Loads hanpu's tile configuration into this thread unless it is already there.
+HANPU_AMX void use_tiles() {
+  TileConfig now;
+  _tile_storeconfig(&now);
+  asm volatile("" : : "r"(&now) : "memory");  // GCC 12 does not model STTILECFG's store
+  if (std::memcmp(&now, &hanpu_tiles(), sizeof now) != 0) {
+    asm volatile("" : : "r"(&hanpu_tiles()) : "memory");  // nor LDTILECFG's load
+    _tile_loadconfig(&hanpu_tiles());
+  }
+}
+
+// The tile intrinsics take tile numbers as literal tokens, hence these switches on T.
+template <int T>
+HANPU_AMX inline void tile_load(const void* p, int64_t stride) {
+  if constexpr (T == 0) _tile_loadd(0, p, stride);
+  if constexpr (T == 1) _tile_loadd(1, p, stride);
+  if constexpr (T == 2) _tile_loadd(2, p, stride);
+  if constexpr (T == 3) _tile_loadd(3, p, stride);
+  if constexpr (T == 4) _tile_loadd(4, p, stride);
+  if constexpr (T == 5) _tile_loadd(5, p, stride);
+  if constexpr (T == 6) _tile_loadd(6, p, stride);
+  if constexpr (T == 7) _tile_loadd(7, p, stride);
+}
+template <int T>
+HANPU_AMX inline void tile_store(void* p, int64_t stride) {
+  if constexpr (T == 0) _tile_stored(0, p, stride);
+  if constexpr (T == 1) _tile_stored(1, p, stride);
+  if constexpr (T == 2) _tile_stored(2, p, stride);
+  if constexpr (T == 3) _tile_stored(3, p, stride);
+}
+template <int T>
+HANPU_AMX inline void tile_zero() {
+  if constexpr (T == 0) _tile_zero(0);
+  if constexpr (T == 1) _tile_zero(1);
+  if constexpr (T == 2) _tile_zero(2);
+  if constexpr (T == 3) _tile_zero(3);
+}
+// C tile T = 2 mi + ni += A tile 4 + mi times B tile 6 + ni.
+template <int T>
+HANPU_AMX inline void tile_dp() {
+  if constexpr (T == 0) _tile_dpbf16ps(0, 4, 6);
+  if constexpr (T == 1) _tile_dpbf16ps(1, 4, 7);
+  if constexpr (T == 2) _tile_dpbf16ps(2, 5, 6);
+  if constexpr (T == 3) _tile_dpbf16ps(3, 5, 7);
+}
+
+// One product's operands, as bytes: A's tile rows (row r at a + r * as, 16 pairs = 64 bytes a step), B's
+// word rows (pair row p at b + p * bs).
+struct Operands {
+  const char* a;
+  int64_t as;
+  const char* b;
+  int64_t bs;
+};
+
+// C tile T's window: rows r x columns n (1..16) at c.
+struct Window {
+  float* c;
+  int64_t ldc, r, n;
+};
+
+// C tile T in: zero, straight from C, or through the scratch tile (a partial tile, zero-padded, or the row
+// factors applied to an accumulated C).
+template <int T>
+HANPU_AMX inline void c_in(bool acc, const Window& w, RowScale rs, float* scratch) {
+  if (!acc) {
+    tile_zero<T>();
+    return;
+  }
+  if (!rs.s && w.r == kTile && w.n == kTile) {
+    tile_load<T>(w.c, w.ldc * 4);
+    return;
+  }
+  const __mmask16 m = first_lanes(w.n);
+  for (int64_t i = 0; i < kTile; ++i) {
+    __m512 x = i < w.r ? _mm512_maskz_loadu_ps(m, w.c + i * w.ldc) : _mm512_setzero_ps();
+    if (rs.s && i < w.r) x = _mm512_mul_ps(x, _mm512_set1_ps(rs.s[i * rs.stride]));
+    _mm512_store_ps(scratch + i * kTile, x);
+  }
+  tile_load<T>(scratch, 64);
+}
+
+// C tile T out: straight to C, or through the scratch tile (a partial tile, or the row factors applied to a
+// product that did not accumulate).
+template <int T>
+HANPU_AMX inline void c_out(bool acc, const Window& w, RowScale rs, float* scratch) {
+  const bool scale = rs.s && !acc;
+  if (!scale && w.r == kTile && w.n == kTile) {
+    tile_store<T>(w.c, w.ldc * 4);
+    return;
+  }
+  tile_store<T>(scratch, 64);
+  const __mmask16 m = first_lanes(w.n);
+  for (int64_t i = 0; i < w.r; ++i) {
+    __m512 x = _mm512_load_ps(scratch + i * kTile);
+    if (scale) x = _mm512_mul_ps(x, _mm512_set1_ps(rs.s[i * rs.stride]));
+    _mm512_mask_storeu_ps(w.c + i * w.ldc, m, x);
+  }
+}
+
+// C[rows, cols] at (i, j) (rows <= 16 MT, cols <= 16 NT) (+)= the nt products' first `steps` tile steps,
+// chained in the C tiles. rs: the rows' factors from row i.
+template <int MT, int NT>
+HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t steps, bool acc, float* C, int64_t ldc,
+                     int64_t rows, int64_t cols, RowScale rs) {
+  alignas(64) float scratch[kTile * kTile];
+  const auto window = [&](int mi, int ni) {
+    return Window{C + (i + kTile * mi) * ldc + j + kTile * ni, ldc, std::min(kTile, rows - kTile * mi),
+                  std::min(kTile, cols - kTile * ni)};
+  };
+  const auto factors = [&](int mi) {
+    return RowScale{rs.s ? rs.s + (i + kTile * mi) * rs.stride : nullptr, rs.stride};
+  };
+  c_in<0>(acc, window(0, 0), factors(0), scratch);
+  if constexpr (NT > 1) c_in<1>(acc, window(0, 1), factors(0), scratch);
+  if constexpr (MT > 1) c_in<2>(acc, window(1, 0), factors(1), scratch);
+  if constexpr (MT > 1 && NT > 1) c_in<3>(acc, window(1, 1), factors(1), scratch);
+  for (int k = 0; k < nt; ++k) {
+    const char* a = t[k].a + i * t[k].as;
+    const char* b = t[k].b + j * 4;
+    const int64_t as = t[k].as, bs = t[k].bs;
+    for (int64_t s = 0; s < steps; ++s) {
+      tile_load<4>(a + s * 64, as);
+      if constexpr (MT > 1) tile_load<5>(a + kTile * as + s * 64, as);
+      tile_load<6>(b + s * kTile * bs, bs);
+      if constexpr (NT > 1) tile_load<7>(b + s * kTile * bs + 64, bs);
+      tile_dp<0>();
+      if constexpr (NT > 1) tile_dp<1>();
+      if constexpr (MT > 1) tile_dp<2>();
+      if constexpr (MT > 1 && NT > 1) tile_dp<3>();
+    }
+  }
+  c_out<0>(acc, window(0, 0), factors(0), scratch);
+  if constexpr (NT > 1) c_out<1>(acc, window(0, 1), factors(0), scratch);
+  if constexpr (MT > 1) c_out<2>(acc, window(1, 0), factors(1), scratch);
+  if constexpr (MT > 1 && NT > 1) c_out<3>(acc, window(1, 1), factors(1), scratch);
+}
+
+// C[M, N] (+)= the nt products over Kt steps (A's rows padded to whole tiles), in 32 x 32 blocks. `lower`:
+// the A operands are lower triangular, so the block of rows [i, i + 32) takes only the steps that reach
+// column i + 31 (the rest are zero products).
+HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
+                        int64_t ldc, RowScale rs = {}) {
+  use_tiles();
+  using BlockFn =
+      void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
+  const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
+  for (int64_t i = 0; i < M; i += 2 * kTile) {
+    const int64_t rows = std::min(2 * kTile, M - i);
+    const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;  // i is a multiple of 32
+    for (int64_t j = 0; j < N; j += 2 * kTile) {
+      const int64_t cols = std::min(2 * kTile, N - j);
+      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C, ldc, rows, cols, rs);
+    }
+  }
+}
+
+// Grows a per-thread buffer to n words without initialising or ever shrinking it.
+uint32_t* words(std::vector<uint32_t>* buf, int64_t n) {
+  if (static_cast<int64_t>(buf->size()) < n) buf->resize(static_cast<std::size_t>(n));
+  return buf->data();
+}
+
+// The step-padded shape of a Kd: Kpp = ceil16(ceil(Kd / 2)) pair words a row, Kt = Kpp / 16 steps.
+int64_t padded_pairs(int64_t Kd) { return round_up((Kd + 1) / 2, kTile); }
+
+// Zeros words [from, to) of each of `rows` rows (row stride ld).
+void zero_columns(int64_t rows, int64_t from, int64_t to, uint32_t* w, int64_t ld) {
+  if (from >= to) return;
+  for (int64_t r = 0; r < rows; ++r) std::memset(w + r * ld + from, 0, static_cast<std::size_t>(to - from) * 4);
+}
+
+// A [M, Kd] fp32 to padded bf16 tile rows in `buf`: Mp = ceil16(M) rows of Kpp words.
+const uint32_t* left_rows(int64_t M, int64_t Kd, const float* A, int64_t lda, std::vector<uint32_t>* buf) {
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
+  uint32_t* w = words(buf, Mp * Kpp);
+  bf16_pairs::pack_rows(M, Kd, A, lda, w, Kpp);
+  zero_columns(M, Kp, Kpp, w, Kpp);
+  std::memset(w + M * Kpp, 0, static_cast<std::size_t>((Mp - M) * Kpp) * 4);
+  return w;
+}
+
+// dst[c, r] = src[r, c] for a 16 x 16 block of words (row strides lds, ldd): 32-bit pairs, 64-bit pairs,
+// then 128-bit lanes twice.
+HANPU_AMX void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {  // t[i] lane L: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1]; t[i+1]: +2
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // r[g + c] lane L: column 4L + c of rows g..g+3
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // output row 4L + c: lane L of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512i a0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), a1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);
+    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
+    _mm512_storeu_si512(dst + (0 + c) * ldd, _mm512_shuffle_i32x4(a0, b0, 0x88));
+    _mm512_storeu_si512(dst + (4 + c) * ldd, _mm512_shuffle_i32x4(a1, b1, 0x88));
+    _mm512_storeu_si512(dst + (8 + c) * ldd, _mm512_shuffle_i32x4(a0, b0, 0xDD));
+    _mm512_storeu_si512(dst + (12 + c) * ldd, _mm512_shuffle_i32x4(a1, b1, 0xDD));
+  }
+}
+
+// A transposed operand's tile rows from its pair panel (word (p, r) at panel + p * Mp, Kp rows): the panel's
+// rows padded to Kpp with zeros, then transposed into Mp rows of Kpp words.
+const uint32_t* left_from_panel(int64_t Mp, int64_t Kp, int64_t Kpp, uint32_t* panel, std::vector<uint32_t>* buf) {
+  std::memset(panel + Kp * Mp, 0, static_cast<std::size_t>((Kpp - Kp) * Mp) * 4);
+  uint32_t* w = words(buf, Mp * Kpp);
+  for (int64_t p = 0; p < Kpp; p += kTile) {
+    for (int64_t r = 0; r < Mp; r += kTile) transpose16(panel + p * Mp + r, Mp, w + r * Kpp + p, Kpp);
+  }
+  return w;
+}
+
+// B's words (rows of ld = ceil16(N)) with the rows past Kp zeroed to whole steps: `w` holds Kpp rows.
+void pad_right(int64_t Kd, int64_t ld, uint32_t* w) {
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd);
+  std::memset(w + Kp * ld, 0, static_cast<std::size_t>((Kpp - Kp) * ld) * 4);
+}
+
+Operands operands(const uint32_t* a, int64_t a_words, const uint32_t* b, int64_t b_words) {
+  return {reinterpret_cast<const char*>(a), a_words * 4, reinterpret_cast<const char*>(b), b_words * 4};
+}
+
+const uint32_t* words_of(const Bf16Operand& B) { return reinterpret_cast<const uint32_t*>(B.data.data()); }
+
+// KernelSet::pack_bf16: the pair words in Kpp rows of ceil16(N).
+void pack_operand(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out) {
+  const int64_t Np = round_up(N, kTile);
+  uint32_t* w = reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, padded_pairs(Kd) * Np));
+  bf16_pairs::pack_pairs(N, Kd, B, ldb, Np, w, nullptr);
+  pad_right(Kd, Np, w);
+}
+
+// KernelSet::pack_bf16_split: both packings in one pass over X.
+void pack_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
+  const int64_t Np = round_up(N, kTile), n = padded_pairs(Kd) * Np;
+  uint32_t* h = reinterpret_cast<uint32_t*>(hi->reshape(Kd, N, Np, n));
+  uint32_t* l = reinterpret_cast<uint32_t*>(lo->reshape(Kd, N, Np, n));
+  bf16_pairs::pack_pairs(N, Kd, X, ldx, Np, h, l);
+  pad_right(Kd, Np, h);
+  pad_right(Kd, Np, l);
+}
+
+// KernelSet::pack_bf16_rows_t: X^T's pair words from bf16 rows, padded the same way.
+void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
+  const int64_t Np = round_up(N, kTile);
+  uint32_t* w = reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, padded_pairs(Kd) * Np));
+  bf16_pairs::pack_rows_t(N, Kd, X, ldx, Np, w);
+  pad_right(Kd, Np, w);
+}
+
+void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
+                 float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> abuf;
+  const Operands t = operands(left_rows(M, Kd, A, lda, &abuf), padded_pairs(Kd), words_of(B), B.ld);
+  multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc);
+}
+
+// KernelSet::gemm_nn_bf16 / gemm_tn_bf16: both operands packed per call (A's tile rows from its rows, or from
+// its pair panel when transposed), then the tile product.
+template <bool TransA>
+void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
+               float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> abuf, panel, bbuf;
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Np = round_up(N, kTile), Mp = round_up(M, kTile);
+  const uint32_t* a = nullptr;
+  if (TransA) {
+    uint32_t* p = words(&panel, Kpp * Mp);
+    bf16_pairs::pack_pairs(M, Kd, A, lda, Mp, p, nullptr);
+    a = left_from_panel(Mp, Kp, Kpp, p, &abuf);
+  } else {
+    a = left_rows(M, Kd, A, lda, &abuf);
+  }
+  uint32_t* b = words(&bbuf, Kpp * Np);
+  bf16_pairs::pack_pairs(N, Kd, B, ldb, Np, b, nullptr);
+  pad_right(Kd, Np, b);
+  const Operands t = operands(a, Kpp, b, Np);
+  multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc);
+}
+
+// KernelSet::gemm_bf16_rows: bf16 rows are tile rows; read in place when no padding is needed.
+void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
+               float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd);
+  Operands t{reinterpret_cast<const char*>(A), lda * 2, reinterpret_cast<const char*>(words_of(B)), B.ld * 4};
+  if (M % kTile != 0 || Kd % (2 * kTile) != 0) {
+    thread_local std::vector<uint32_t> abuf;
+    const int64_t Mp = round_up(M, kTile);
+    uint32_t* w = words(&abuf, Mp * Kpp);
+    for (int64_t r = 0; r < Mp; ++r) {
+      for (int64_t p = 0; p < Kpp; ++p)
+        w[r * Kpp + p] = r < M && p < Kp ? bf16_pairs::pair_word(A + r * lda, p, Kd) : 0u;
+    }
+    t.a = reinterpret_cast<const char*>(w);
+    t.as = Kpp * 4;
+  }
+  multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc, rs);
+}
+
+// KernelSet::gemm_bf16_rows_tn: X^T's pair panel from the bf16 rows, then its tile rows by transposition.
+void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc,
+                  float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0) return;
+  thread_local std::vector<uint32_t> abuf, panel;
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
+  uint32_t* p = words(&panel, Kpp * Mp);
+  bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, p);
+  const Operands t = operands(left_from_panel(Mp, Kp, Kpp, p, &abuf), Kpp, words_of(B), B.ld);
+  multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc, rs);
+}
+
+// KernelSet::lower_times_bf16: each term's A to tile rows once, then every 32-row block's terms chained in
+// the C tiles, up to the steps that reach its diagonal.
+void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C, int64_t ldc) {
+  if (L <= 0 || N <= 0 || nterms <= 0) return;
+  thread_local std::vector<uint32_t> abuf[kMaxLowerTerms];
+  Operands t[kMaxLowerTerms];
+  for (int k = 0; k < nterms; ++k) {
+    t[k] = operands(left_rows(L, L, terms[k].A, terms[k].lda, &abuf[k]), padded_pairs(L), words_of(*terms[k].B),
+                    terms[k].B->ld);
+  }
+  multiply(L, N, nterms, t, padded_pairs(L) / kTile, true, acc, C, ldc);
+}
+
+// Four independent TDPBF16PS chains on tiles of ones times 2^-7 (no overflow for any count): 16384 flops per
+// instruction (16 x 16 outputs x 32 products x 2).
+HANPU_AMX double amx_peak(int64_t iters) {
+  use_tiles();
+  alignas(64) uint16_t a[kTile * 32], b[kTile * 32];
+  for (int i = 0; i < kTile * 32; ++i) {
+    a[i] = 0x3F80;  // 1
+    b[i] = 0x3C00;  // 2^-7
+  }
+  tile_zero<0>();
+  tile_zero<1>();
+  tile_zero<2>();
+  tile_zero<3>();
+  tile_load<4>(a, 64);
+  tile_load<5>(a, 64);
+  tile_load<6>(b, 64);
+  tile_load<7>(b, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    tile_dp<0>();
+    tile_dp<1>();
+    tile_dp<2>();
+    tile_dp<3>();
+  }
+  alignas(64) float c[kTile * kTile];
+  tile_store<0>(c, 64);
+  volatile float sink = c[0];
+  (void)sink;
+  return 16384.0 * 4.0 * static_cast<double>(iters);
+}
+
+}  // namespace
+
+void append_amx_kernel_sets(std::vector<KernelSet>* out) {
+  if (!amx_support().usable) return;
+  for (const KernelSet& s : *out) {
+    if (s.name != "AVX3+BF16") continue;
+    KernelSet k = s;  // the AVX512-BF16 set's entries, with the bf16 GEMMs on the tiles
+    k.name = "AVX3+AMX";
+    k.gemm_nn_bf16 = &gemm_bf16<false>;
+    k.gemm_tn_bf16 = &gemm_bf16<true>;
+    k.pack_bf16 = &pack_operand;
+    k.pack_bf16_split = &pack_split;
+    k.gemm_packed_bf16 = &gemm_packed;
+    k.pack_bf16_rows_t = &pack_rows_t;
+    k.gemm_bf16_rows = &gemm_rows;
+    k.gemm_bf16_rows_tn = &gemm_rows_tn;
+    k.lower_times_bf16 = &lower_times;
+    k.bf16_unit = "AMX tiles (TDPBF16PS)";
+    k.bf16_peak = &amx_peak;
+    k.bf16_matrix_engine = true;
+    // 16 x 16 x 32 products a TDPBF16PS per 16 cycles against 2 x 16 fp32 FMA lanes a cycle.
+    k.bf16_rate_over_fp32 = 16;
+    out->insert(out->begin(), k);
+    return;
+  }
+}
+
+#else
+void append_amx_kernel_sets(std::vector<KernelSet>*) {}
+#endif
+}  // namespace hanpu
