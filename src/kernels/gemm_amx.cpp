@@ -12,7 +12,8 @@
 //     ld = ceil16(N), ceil16(Kp) rows (the padding zero), which is the tile layout of B as it stands;
 //   a block of 2 x 2 C tiles (32 x 32) accumulates over the steps: per step two A tiles, two B tiles, four
 //     TDPBF16PS (tiles 0-3 C, 4-5 A, 6-7 B); edge blocks have one tile in a dimension, and tiles past C's
-//     edge go through a zero-padded scratch tile. C's row factors (RowScale) are applied on those copies.
+//     edge go through a zero-padded scratch tile. C's row factors (RowScale) are a pass over C before
+//     an accumulating product or after a plain one.
 // Every element is one chain of tile steps from pair 0 in order, whatever block it falls in and however
 // much of B is used: column splits give identical columns and every entry gives the bits of every other on
 // the same operands (pack, packed product, rows forms, lower-triangular chains). The padding contributes
@@ -126,62 +127,64 @@ struct Window {
   int64_t ldc, r, n;
 };
 
-// C tile T in: zero, straight from C, or through the scratch tile (a partial tile, zero-padded, or the row
-// factors applied to an accumulated C).
+// C tile T in: zero, straight from C, or through the scratch tile (a partial tile, zero-padded).
 template <int T>
-HANPU_AMX inline void c_in(bool acc, const Window& w, RowScale rs, float* scratch) {
+HANPU_AMX inline void c_in(bool acc, const Window& w, float* scratch) {
   if (!acc) {
     tile_zero<T>();
     return;
   }
-  if (!rs.s && w.r == kTile && w.n == kTile) {
+  if (w.r == kTile && w.n == kTile) {
     tile_load<T>(w.c, w.ldc * 4);
     return;
   }
   const __mmask16 m = first_lanes(w.n);
   for (int64_t i = 0; i < kTile; ++i) {
-    __m512 x = i < w.r ? _mm512_maskz_loadu_ps(m, w.c + i * w.ldc) : _mm512_setzero_ps();
-    if (rs.s && i < w.r) x = _mm512_mul_ps(x, _mm512_set1_ps(rs.s[i * rs.stride]));
-    _mm512_store_ps(scratch + i * kTile, x);
+    _mm512_store_ps(scratch + i * kTile, i < w.r ? _mm512_maskz_loadu_ps(m, w.c + i * w.ldc) : _mm512_setzero_ps());
   }
   tile_load<T>(scratch, 64);
 }
 
-// C tile T out: straight to C, or through the scratch tile (a partial tile, or the row factors applied to a
-// product that did not accumulate).
+// C tile T out: straight to C, or through the scratch tile (a partial tile).
 template <int T>
-HANPU_AMX inline void c_out(bool acc, const Window& w, RowScale rs, float* scratch) {
-  const bool scale = rs.s && !acc;
-  if (!scale && w.r == kTile && w.n == kTile) {
+HANPU_AMX inline void c_out(const Window& w, float* scratch) {
+  if (w.r == kTile && w.n == kTile) {
     tile_store<T>(w.c, w.ldc * 4);
     return;
   }
   tile_store<T>(scratch, 64);
   const __mmask16 m = first_lanes(w.n);
-  for (int64_t i = 0; i < w.r; ++i) {
-    __m512 x = _mm512_load_ps(scratch + i * kTile);
-    if (scale) x = _mm512_mul_ps(x, _mm512_set1_ps(rs.s[i * rs.stride]));
-    _mm512_mask_storeu_ps(w.c + i * w.ldc, m, x);
+  for (int64_t i = 0; i < w.r; ++i) _mm512_mask_storeu_ps(w.c + i * w.ldc, m, _mm512_load_ps(scratch + i * kTile));
+}
+
+// C[r, :N] *= s_r for r < M (RowScale) in place: scale_rows' one multiply. A pass of its own rather than on
+// the tiles' way in or out through scratch, where a tile load of just-stored values (or vector loads of a
+// tile's stores) waits for the stores to retire.
+HANPU_AMX void scale_c(RowScale rs, int64_t M, int64_t N, float* C, int64_t ldc) {
+  for (int64_t r = 0; r < M; ++r) {
+    const __m512 f = _mm512_set1_ps(rs.s[r * rs.stride]);
+    float* c = C + r * ldc;
+    for (int64_t j = 0; j < N; j += kTile) {
+      const __mmask16 m = first_lanes(N - j);
+      _mm512_mask_storeu_ps(c + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c + j), f));
+    }
   }
 }
 
 // C[rows, cols] at (i, j) (rows <= 16 MT, cols <= 16 NT) (+)= the nt products' first `steps` tile steps,
-// chained in the C tiles. rs: the rows' factors from row i.
+// chained in the C tiles.
 template <int MT, int NT>
 HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t steps, bool acc, float* C, int64_t ldc,
-                     int64_t rows, int64_t cols, RowScale rs) {
+                     int64_t rows, int64_t cols) {
   alignas(64) float scratch[kTile * kTile];
   const auto window = [&](int mi, int ni) {
     return Window{C + (i + kTile * mi) * ldc + j + kTile * ni, ldc, std::min(kTile, rows - kTile * mi),
                   std::min(kTile, cols - kTile * ni)};
   };
-  const auto factors = [&](int mi) {
-    return RowScale{rs.s ? rs.s + (i + kTile * mi) * rs.stride : nullptr, rs.stride};
-  };
-  c_in<0>(acc, window(0, 0), factors(0), scratch);
-  if constexpr (NT > 1) c_in<1>(acc, window(0, 1), factors(0), scratch);
-  if constexpr (MT > 1) c_in<2>(acc, window(1, 0), factors(1), scratch);
-  if constexpr (MT > 1 && NT > 1) c_in<3>(acc, window(1, 1), factors(1), scratch);
+  c_in<0>(acc, window(0, 0), scratch);
+  if constexpr (NT > 1) c_in<1>(acc, window(0, 1), scratch);
+  if constexpr (MT > 1) c_in<2>(acc, window(1, 0), scratch);
+  if constexpr (MT > 1 && NT > 1) c_in<3>(acc, window(1, 1), scratch);
   for (int k = 0; k < nt; ++k) {
     const char* a = t[k].a + i * t[k].as;
     const char* b = t[k].b + j * 4;
@@ -197,10 +200,10 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
       if constexpr (MT > 1 && NT > 1) tile_dp<3>();
     }
   }
-  c_out<0>(acc, window(0, 0), factors(0), scratch);
-  if constexpr (NT > 1) c_out<1>(acc, window(0, 1), factors(0), scratch);
-  if constexpr (MT > 1) c_out<2>(acc, window(1, 0), factors(1), scratch);
-  if constexpr (MT > 1 && NT > 1) c_out<3>(acc, window(1, 1), factors(1), scratch);
+  c_out<0>(window(0, 0), scratch);
+  if constexpr (NT > 1) c_out<1>(window(0, 1), scratch);
+  if constexpr (MT > 1) c_out<2>(window(1, 0), scratch);
+  if constexpr (MT > 1 && NT > 1) c_out<3>(window(1, 1), scratch);
 }
 
 // C[M, N] (+)= the nt products over Kt steps (A's rows padded to whole tiles), in 32 x 32 blocks. `lower`:
@@ -209,17 +212,18 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
 HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
                         int64_t ldc, RowScale rs = {}) {
   use_tiles();
-  using BlockFn =
-      void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
+  if (rs.s && acc) scale_c(rs, M, N, C, ldc);
+  using BlockFn = void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t);
   const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
   for (int64_t i = 0; i < M; i += 2 * kTile) {
     const int64_t rows = std::min(2 * kTile, M - i);
     const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;  // i is a multiple of 32
     for (int64_t j = 0; j < N; j += 2 * kTile) {
       const int64_t cols = std::min(2 * kTile, N - j);
-      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C, ldc, rows, cols, rs);
+      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C, ldc, rows, cols);
     }
   }
+  if (rs.s && !acc) scale_c(rs, M, N, C, ldc);
 }
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it.
