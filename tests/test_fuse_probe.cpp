@@ -36,7 +36,7 @@ TEST(OverlapProbe, ReportsEveryPointOnThisCpusLane) {
   const Status st = run_overlap_probe(2, {1, 3}, 2000, [&](const std::string&) { ++lines; }, &r);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(lines, 4);
-  EXPECT_FALSE(r.matrix_engine);  // no AMX lane in this build
+  EXPECT_EQ(r.matrix_engine, r.lane == ProbeLane::kAmxTile);  // AMX tiles: a matrix engine beside the vector unit
   EXPECT_FALSE(r.lane_name.empty());
   ASSERT_EQ(r.points.size(), 4u);  // fma x1, x3, exp x1, x3
   EXPECT_EQ(r.points[0].kind, ProbeVector::kFma);

@@ -75,10 +75,11 @@ Status run_overlap_probe(int reps, const std::vector<int>& rounds, int64_t steps
   switch (res.lane) {
     case ProbeLane::kBf16Dot: res.lane_name = "AVX512-BF16 dot products (VDPBF16PS)"; break;
     case ProbeLane::kFp32Fma: res.lane_name = "AVX-512 fp32 FMA"; break;
+    case ProbeLane::kAmxTile: res.lane_name = "AMX tiles (TDPBF16PS)"; break;
     case ProbeLane::kNone:
       return {StatusCode::kUnimplemented, "the overlap probe needs AVX-512 (this CPU has none, and no AMX)"};
   }
-  res.matrix_engine = false;  // AMX tiles would make it true; this build has no AMX lane yet
+  res.matrix_engine = res.lane == ProbeLane::kAmxTile;
   res.steps = steps;
   const PinToCurrentCore pin;
   res.cpu = pin.cpu();

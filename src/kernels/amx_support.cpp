@@ -77,8 +77,8 @@ AmxSupport decide_amx_support(const AmxProbe& p) {
 }
 
 std::string amx_support_line(const AmxSupport& s) {
-  return s.usable ? "AMX tiles: usable by this process, not used yet (hanpu has no AMX kernel set)"
-                  : "AMX tiles: not usable: " + s.reason;
+  return s.usable ? "AMX tiles: usable by this process (the AVX3+AMX kernel set runs the bf16 GEMMs on them)"
+                  : "AMX tiles: not usable: " + s.reason + " (the bf16 GEMMs run on the vector unit)";
 }
 
 const AmxSupport& amx_support() {

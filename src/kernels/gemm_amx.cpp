@@ -20,9 +20,8 @@
 // zero products (a zero pair times a finite pair), which can change only the sign of a zero sum; an Inf or
 // NaN in B's rows past a product's Kd would reach C through them (the engine's operands hold finite values).
 //
-// Linux grants the tile state per process (kernels/amx_support.h); each call checks the calling thread's tile
-// configuration (STTILECFG, about 10 ns) and loads hanpu's (LDTILECFG, 50-100 ns) only when another library
-// in the process, or none yet, configured the tiles differently.
+// Linux grants the tile state per process (kernels/amx_support.h); each call makes sure the calling thread
+// holds hanpu's tile configuration (kernels/amx_tiles.h use_amx_tiles).
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -33,6 +32,7 @@
 #include <vector>
 
 #include "kernels/amx_support.h"
+#include "kernels/amx_tiles.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/kernel_set.h"
 
@@ -64,17 +64,6 @@ const TileConfig& hanpu_tiles() {
     return t;
   }();
   return c;
-}
-
-// Loads hanpu's tile configuration into this thread unless it is already there.
-HANPU_AMX void use_tiles() {
-  TileConfig now;
-  _tile_storeconfig(&now);
-  asm volatile("" : : "r"(&now) : "memory");  // GCC 12 does not model STTILECFG's store
-  if (std::memcmp(&now, &hanpu_tiles(), sizeof now) != 0) {
-    asm volatile("" : : "r"(&hanpu_tiles()) : "memory");  // nor LDTILECFG's load
-    _tile_loadconfig(&hanpu_tiles());
-  }
 }
 
 // The tile intrinsics take tile numbers as literal tokens, hence these switches on T.
@@ -211,7 +200,7 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
 // column i + 31 (the rest are zero products).
 HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
                         int64_t ldc, RowScale rs = {}) {
-  use_tiles();
+  use_amx_tiles();
   if (rs.s && acc) scale_c(rs, M, N, C, ldc);
   using BlockFn = void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t);
   const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
@@ -405,7 +394,7 @@ void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, b
 // Four independent TDPBF16PS chains on tiles of ones times 2^-7 (no overflow for any count): 16384 flops per
 // instruction (16 x 16 outputs x 32 products x 2).
 HANPU_AMX double amx_peak(int64_t iters) {
-  use_tiles();
+  use_amx_tiles();
   alignas(64) uint16_t a[kTile * 32], b[kTile * 32];
   for (int i = 0; i < kTile * 32; ++i) {
     a[i] = 0x3F80;  // 1
@@ -434,6 +423,16 @@ HANPU_AMX double amx_peak(int64_t iters) {
 
 }  // namespace
 
+HANPU_AMX void use_amx_tiles() {
+  TileConfig now;
+  _tile_storeconfig(&now);
+  asm volatile("" : : "r"(&now) : "memory");  // GCC 12 does not model STTILECFG's store
+  if (std::memcmp(&now, &hanpu_tiles(), sizeof now) != 0) {
+    asm volatile("" : : "r"(&hanpu_tiles()) : "memory");  // nor LDTILECFG's load
+    _tile_loadconfig(&hanpu_tiles());
+  }
+}
+
 void append_amx_kernel_sets(std::vector<KernelSet>* out) {
   if (!amx_support().usable) return;
   for (const KernelSet& s : *out) {
@@ -460,6 +459,7 @@ void append_amx_kernel_sets(std::vector<KernelSet>* out) {
 }
 
 #else
+void use_amx_tiles() {}
 void append_amx_kernel_sets(std::vector<KernelSet>*) {}
 #endif
 }  // namespace hanpu

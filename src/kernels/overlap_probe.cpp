@@ -2,12 +2,16 @@
 // attributes, run only after the run-time checks in probe_matrix_lane; off x86 there is no probe.
 //
 // A step is kProbeMatrixChains matrix instructions on independent accumulators (VDPBF16PS: 16 lanes x 2
-// products, 64 flops each; or VFMADD on fp32: 32 flops) followed by `rounds` rounds of vector work on
+// products, 64 flops each; or VFMADD on fp32: 32 flops), or kProbeTileChains TDPBF16PS on the four C tiles of
+// a 2 x 2 tile block (16 x 16 outputs x 32 products: 16384 flops each; operand tiles loaded once), followed by `rounds` rounds of vector work on
 // independent registers: 8 FMAs (kFma), or the exp of 2 registers (kExp: range reduction, a degree-6
 // polynomial by Horner, VSCALEF — the instruction mix of a softmax's exp). Everything stays in the 32
 // vector registers (12 + 8 chains and 4 operands; more would spill to the stack and time the stack), so
 // the streams measure the core's execution units, not memory.
 #include "kernels/overlap_probe.h"
+
+#include "kernels/amx_support.h"
+#include "kernels/amx_tiles.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,6 +48,19 @@ __attribute__((target("avx512f"))) inline void exp_in_place(__m512* x) {
   }
 }
 
+// The vector work of one step: `rounds` rounds of `kind` on v.
+__attribute__((target("avx512f"))) inline void vector_rounds(int rounds, ProbeVector kind, __m512* v, __m512 c,
+                                                             __m512 d) {
+  for (int r = 0; r < rounds; ++r) {
+    if (kind == ProbeVector::kFma) {
+      for (int k = 0; k < kFmaChains; ++k) v[k] = _mm512_fmadd_ps(v[k], c, d);
+    } else {
+      exp_in_place(v);
+      for (int k = 0; k < kExpRegisters; ++k) v[k] = _mm512_mul_ps(v[k], _mm512_set1_ps(-1e-3f));  // back near 0
+    }
+  }
+}
+
 template <ProbeLane Lane>
 __attribute__((target("avx512f,avx512bf16"))) double run(bool matrix, int rounds, ProbeVector kind, int64_t steps) {
   __m512 m[kProbeMatrixChains], v[kFmaChains];
@@ -54,14 +71,7 @@ __attribute__((target("avx512f,avx512bf16"))) double run(bool matrix, int rounds
   const __m512 c = _mm512_set1_ps(0.999999f), d = _mm512_set1_ps(1e-7f);
   for (int64_t s = 0; s < steps; ++s) {
     if (matrix) matrix_step<Lane>(m, a, b, c);
-    for (int r = 0; r < rounds; ++r) {
-      if (kind == ProbeVector::kFma) {
-        for (int k = 0; k < kFmaChains; ++k) v[k] = _mm512_fmadd_ps(v[k], c, d);
-      } else {
-        exp_in_place(v);
-        for (int k = 0; k < kExpRegisters; ++k) v[k] = _mm512_mul_ps(v[k], _mm512_set1_ps(-1e-3f));  // back near 0
-      }
-    }
+    vector_rounds(rounds, kind, v, c, d);
   }
   __m512 sum = _mm512_setzero_ps();
   for (int k = 0; k < kProbeMatrixChains; ++k) sum = _mm512_add_ps(sum, m[k]);
@@ -71,11 +81,54 @@ __attribute__((target("avx512f,avx512bf16"))) double run(bool matrix, int rounds
   return static_cast<double>(out[0]);
 }
 
+// The AMX stream: C tiles 0-3 += A tiles 4-5 times B tiles 6-7 (kernels/amx_tiles.h), A of bf16 ones and B
+// of 2^-7, so each C element grows by 0.25 a step and stays finite for any step count.
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) double run_amx(bool matrix, int rounds, ProbeVector kind,
+                                                                    int64_t steps) {
+  use_amx_tiles();
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) {
+    a[i] = 0x3F80;
+    b[i] = 0x3C00;
+  }
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  __m512 v[kFmaChains];
+  for (int k = 0; k < kFmaChains; ++k) v[k] = _mm512_set1_ps(-0.001f * static_cast<float>(k + 1));
+  const __m512 c = _mm512_set1_ps(0.999999f), d = _mm512_set1_ps(1e-7f);
+  for (int64_t s = 0; s < steps; ++s) {
+    if (matrix) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    vector_rounds(rounds, kind, v, c, d);
+  }
+  alignas(64) float out[4][256];
+  _tile_stored(0, out[0], 64);
+  _tile_stored(1, out[1], 64);
+  _tile_stored(2, out[2], 64);
+  _tile_stored(3, out[3], 64);
+  __m512 sum = _mm512_setzero_ps();
+  for (int k = 0; k < kFmaChains; ++k) sum = _mm512_add_ps(sum, v[k]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  return static_cast<double>(lanes[0]) + out[0][0] + out[1][0] + out[2][0] + out[3][0];
+}
+
 }  // namespace
 
 ProbeLane probe_matrix_lane() {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f")) return ProbeLane::kNone;
+  if (amx_support().usable) return ProbeLane::kAmxTile;
   return __builtin_cpu_supports("avx512bf16") ? ProbeLane::kBf16Dot : ProbeLane::kFp32Fma;
 }
 
@@ -83,6 +136,7 @@ double probe_stream(ProbeLane lane, bool matrix, int rounds, ProbeVector kind, i
   switch (lane) {
     case ProbeLane::kBf16Dot: return run<ProbeLane::kBf16Dot>(matrix, rounds, kind, steps);
     case ProbeLane::kFp32Fma: return run<ProbeLane::kFp32Fma>(matrix, rounds, kind, steps);
+    case ProbeLane::kAmxTile: return run_amx(matrix, rounds, kind, steps);
     default: return 0;
   }
 }
@@ -93,8 +147,11 @@ double probe_stream(ProbeLane, bool, int, ProbeVector, int64_t) { return 0; }
 #endif
 
 double probe_matrix_flops(ProbeLane lane, int64_t steps) {
-  const double per_instruction = lane == ProbeLane::kBf16Dot ? 64.0 : lane == ProbeLane::kFp32Fma ? 32.0 : 0.0;
-  return per_instruction * kProbeMatrixChains * static_cast<double>(steps);
+  const double per_instruction = lane == ProbeLane::kAmxTile  ? 16384.0
+                                 : lane == ProbeLane::kBf16Dot ? 64.0
+                                 : lane == ProbeLane::kFp32Fma ? 32.0
+                                                               : 0.0;
+  return per_instruction * probe_matrix_instructions(lane) * static_cast<double>(steps);
 }
 
 }  // namespace hanpu

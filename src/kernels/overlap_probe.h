@@ -1,27 +1,32 @@
 // One core's matrix/vector overlap probe (`hanpu fuse --device host --probe`): does the core run matrix
 // instructions and vector work at the same time when they are interleaved in one instruction stream?
 //
-// The matrix lane is the best this CPU has: AMX tiles would be a matrix engine beside the vector unit (not
-// built yet: no session so far had an AMX machine); AVX512-BF16 dot products and fp32 FMAs run on the vector
-// unit itself, so on those lanes the probe measures how much the vector unit's own pipes overlap two
-// instruction mixes, and says that the matrix engine is absent.
+// The matrix lane is the best this CPU has: AMX tiles (TDPBF16PS), a matrix engine beside the vector unit,
+// where this process may run them; else AVX512-BF16 dot products or fp32 FMAs, which run on the vector unit
+// itself, so on those lanes the probe measures how much the vector unit's own pipes overlap two instruction
+// mixes, and says that the matrix engine is absent.
 #pragma once
 
 #include <cstdint>
 
 namespace hanpu {
 
-enum class ProbeLane { kNone, kFp32Fma, kBf16Dot };
+enum class ProbeLane { kNone, kFp32Fma, kBf16Dot, kAmxTile };
 enum class ProbeVector { kFma, kExp };
 
 // Matrix instructions per probe step on independent accumulators: as many as the peak probes use (12 cover
-// VDPBF16PS's and FMA's latency at one per cycle; 8 measured 105 of about 200 GFLOP/s on Zen 4).
+// VDPBF16PS's and FMA's latency at one per cycle; 8 measured 105 of about 200 GFLOP/s on Zen 4; AMX: the four
+// C tiles of a 2 x 2 tile block, as the AMX GEMMs run them).
 inline constexpr int kProbeMatrixChains = 12;
+inline constexpr int kProbeTileChains = 4;
+inline int probe_matrix_instructions(ProbeLane lane) {
+  return lane == ProbeLane::kAmxTile ? kProbeTileChains : kProbeMatrixChains;
+}
 
 // The matrix lane this CPU runs the probe on (kNone: no AVX-512, no probe).
 ProbeLane probe_matrix_lane();
 
-// Runs `steps` steps of one instruction stream: kProbeMatrixChains matrix instructions (when `matrix`), then
+// Runs `steps` steps of one instruction stream: probe_matrix_instructions(lane) matrix instructions (when `matrix`), then
 // `rounds` rounds of vector work of `kind`, all in registers. Returns a value computed from every chain (so
 // none is optimised away); time it around the call.
 double probe_stream(ProbeLane lane, bool matrix, int rounds, ProbeVector kind, int64_t steps);
