@@ -317,8 +317,8 @@ TEST(Cli, FuseSweepsTheDmaRate) {
   EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:64x64x64:f16,softmax:64x64:f16 --dma-rates 0", &log), 2);
 }
 
-// `hanpu fuse --device host --probe`: one record per (vector kind, rounds), the lane named, the absent matrix
-// engine said where the lane is the vector unit; refused on a model device or beside a pair.
+// `hanpu fuse --device host --probe`: one record per (vector kind, rounds), the lane named (AMX tiles, a
+// matrix engine, where usable), the absent matrix engine said where the lane is the vector unit; refused on a model device or beside a pair.
 TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   if (probe_matrix_lane() == ProbeLane::kNone) GTEST_SKIP() << "this CPU has no AVX-512: there is no lane to probe";
   const std::string json_path = temp("probe.json");
@@ -329,9 +329,15 @@ TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   ASSERT_EQ(j["points"].size(), 4u);
   EXPECT_EQ(j["points"][1]["rounds"].get<int>(), 4);
   EXPECT_EQ(j["points"][2]["vector"].get<std::string>(), "exp");
-  EXPECT_FALSE(j["matrix_engine"].get<bool>());
-  EXPECT_NE(log.find("the matrix engine is absent"), std::string::npos) << log;
-  EXPECT_NE(log.find("AMX tiles: "), std::string::npos) << log;  // and why: not usable here, or no AMX set yet
+  const bool amx = probe_matrix_lane() == ProbeLane::kAmxTile;
+  EXPECT_EQ(j["matrix_engine"].get<bool>(), amx);
+  EXPECT_EQ(j["matrix_lane"].get<std::string>().find("AMX") != std::string::npos, amx);
+  if (!amx) {
+    EXPECT_NE(log.find("the matrix engine is absent"), std::string::npos) << log;
+    EXPECT_NE(log.find("AMX tiles: not usable"), std::string::npos) << log;  // and why
+  } else {
+    EXPECT_EQ(log.find("the matrix engine is absent"), std::string::npos) << log;
+  }
   EXPECT_EQ(run_cli("fuse --device ascend-310p --probe", &log), 2);
   EXPECT_NE(log.find("give --device host"), std::string::npos) << log;
   EXPECT_EQ(run_cli("fuse --device host --probe --pair gemm:64x64x64,softmax:64x64", &log), 2);
