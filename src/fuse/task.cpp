@@ -124,10 +124,12 @@ HostStage by_rows(int64_t rows, int64_t per, std::function<void(int64_t, int64_t
   return h;
 }
 
-// Rows per host slice of a GEMM stage (two of the bf16 kernel's 8-row register blocks). Every output
+// Rows per host slice of a GEMM stage: the AMX kernel's 32-row tile blocks (16-row slices ran its one-tile
+// blocks, at half their reuse: group 4's A 0.73-0.85x against 0.79-0.90x at 32 rows over the five GEMM pairs
+// of examples/fuse-pairs-host.txt), four of the AVX512-BF16 kernel's 8-row register blocks. Every output
 // element is one chain over the shared dimension whatever row block it falls in, so any cut gives the
 // same bits.
-constexpr int64_t kGemmSliceRows = 16;
+constexpr int64_t kGemmSliceRows = 32;
 
 // GEMM tiles: t x t output tiles, K panels of t; region = A and B panels double-buffered (4 t^2 e) plus
 // the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, the B panel and the B panel packed
