@@ -1,7 +1,8 @@
 // The bf16 GEMMs on AMX tiles (Intel Sapphire Rapids and later): TDPBF16PS multiplies a tile of A, 16 rows
 // of 16 pair words (16 x 32 bf16), by a tile of B, 16 rows of pair words (B[2p, n], B[2p + 1, n]) for 16
-// columns, into a 16 x 16 fp32 tile of C (products exact, fp32 accumulation, denormals flushed, rounding to
-// nearest even whatever MXCSR says). The tile unit sits beside the AVX-512 unit: one core keeps both busy.
+// columns, into a 16 x 16 fp32 tile of C (Intel SDM, TDPBF16PS: each accumulation rounded to nearest even,
+// input denormals treated as zero and output denormals flushed, MXCSR neither consulted nor updated). The
+// tile unit sits beside the AVX-512 unit: one core keeps both busy.
 //
 // C[M, N] (+)= op(A)[M, Kd] B[Kd, N] with Kp = ceil(Kd / 2) pairs, Kt = ceil(Kp / 16) steps of 16 pairs:
 //   A as bf16 rows of pair words (kernels/bf16_pairs.h): rows padded to whole tiles and pairs to whole steps
