@@ -83,8 +83,8 @@ int run_probe(const FuseArgs& a) {
   if (!st.ok()) return fail(st.ToString());
   std::printf("host overlap probe on one core (cpu %d), %lld steps per stream, median of %d interleaved repetitions\n",
               r.cpu, static_cast<long long>(r.steps), a.reps);
-  std::printf("matrix lane: %s, %d per step, alone %.1f GFLOP/s\n", r.lane_name.c_str(), probe_matrix_instructions(r.lane),
-              r.matrix_gflops);
+  std::printf("matrix lane: %s, %d per step, alone %.1f GFLOP/s\n", r.lane_name.c_str(),
+              probe_matrix_instructions(r.lane), r.matrix_gflops);
   if (!r.matrix_engine) {
     std::printf("%s\nthe matrix engine is absent, so the matrix lane runs on the vector unit itself; overlap here "
                 "is the vector unit's own pipes sharing two instruction mixes\n",

@@ -36,6 +36,7 @@
 #include "kernels/amx_tiles.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/kernel_set.h"
+#include "kernels/overlap_probe.h"
 
 namespace hanpu {
 #if defined(__x86_64__) || defined(__i386__)
@@ -358,8 +359,9 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
     const int64_t Mp = round_up(M, kTile);
     uint32_t* w = words(&abuf, Mp * Kpp);
     for (int64_t r = 0; r < Mp; ++r) {
-      for (int64_t p = 0; p < Kpp; ++p)
+      for (int64_t p = 0; p < Kpp; ++p) {
         w[r * Kpp + p] = r < M && p < Kp ? bf16_pairs::pair_word(A + r * lda, p, Kd) : 0u;
+      }
     }
     t.a = reinterpret_cast<const char*>(w);
     t.as = Kpp * 4;
@@ -392,34 +394,11 @@ void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, b
   multiply(L, N, nterms, t, padded_pairs(L) / kTile, true, acc, C, ldc);
 }
 
-// Four independent TDPBF16PS chains on tiles of ones times 2^-7 (no overflow for any count): 16384 flops per
-// instruction (16 x 16 outputs x 32 products x 2).
-HANPU_AMX double amx_peak(int64_t iters) {
-  use_amx_tiles();
-  alignas(64) uint16_t a[kTile * 32], b[kTile * 32];
-  for (int i = 0; i < kTile * 32; ++i) {
-    a[i] = 0x3F80;  // 1
-    b[i] = 0x3C00;  // 2^-7
-  }
-  tile_zero<0>();
-  tile_zero<1>();
-  tile_zero<2>();
-  tile_zero<3>();
-  tile_load<4>(a, 64);
-  tile_load<5>(a, 64);
-  tile_load<6>(b, 64);
-  tile_load<7>(b, 64);
-  for (int64_t i = 0; i < iters; ++i) {
-    tile_dp<0>();
-    tile_dp<1>();
-    tile_dp<2>();
-    tile_dp<3>();
-  }
-  alignas(64) float c[kTile * kTile];
-  tile_store<0>(c, 64);
-  volatile float sink = c[0];
-  (void)sink;
-  return 16384.0 * 4.0 * static_cast<double>(iters);
+// The bf16 peak: the overlap probe's AMX stream alone (four TDPBF16PS chains a step on the C tiles of a 2 x 2
+// block, kernels/overlap_probe.h), so that the peak and the probe's matrix-only time are one measurement.
+double amx_peak(int64_t iters) {
+  probe_stream(ProbeLane::kAmxTile, true, 0, ProbeVector::kFma, iters);
+  return probe_matrix_flops(ProbeLane::kAmxTile, iters);
 }
 
 }  // namespace

@@ -3,11 +3,11 @@
 //
 // A step is kProbeMatrixChains matrix instructions on independent accumulators (VDPBF16PS: 16 lanes x 2
 // products, 64 flops each; or VFMADD on fp32: 32 flops), or kProbeTileChains TDPBF16PS on the four C tiles of
-// a 2 x 2 tile block (16 x 16 outputs x 32 products: 16384 flops each; operand tiles loaded once), followed by `rounds` rounds of vector work on
-// independent registers: 8 FMAs (kFma), or the exp of 2 registers (kExp: range reduction, a degree-6
-// polynomial by Horner, VSCALEF — the instruction mix of a softmax's exp). Everything stays in the 32
-// vector registers (12 + 8 chains and 4 operands; more would spill to the stack and time the stack), so
-// the streams measure the core's execution units, not memory.
+// a 2 x 2 tile block (16 x 16 outputs x 32 products: 16384 flops each; operand tiles loaded once; also the AMX
+// set's bf16 peak), followed by `rounds` rounds of vector work on independent registers: 8 FMAs (kFma), or
+// the exp of 2 registers (kExp: range reduction, a degree-6 polynomial by Horner, VSCALEF — the instruction
+// mix of a softmax's exp). Everything stays in the 32 vector registers (12 + 8 chains and 4 operands; more
+// would spill to the stack and time the stack), so the streams measure the core's execution units, not memory.
 #include "kernels/overlap_probe.h"
 
 #include "kernels/amx_support.h"
