@@ -281,7 +281,7 @@ namespace {
 
 // X - bf16(X) [rows, cols] into a per-thread buffer (contiguous rows), for a split operand's low term.
 const float* residual(int64_t rows, int64_t cols, const float* X, int64_t ldx) {
-  thread_local std::vector<float> lo;
+  thread_local AlignedVector<float> lo;
   lo.resize(static_cast<std::size_t>(rows * cols));
   simd::bf16_residual(rows, cols, X, ldx, lo.data(), cols);
   return lo.data();
@@ -358,7 +358,7 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   }
   // A split M's low term is made once for all row blocks, a split X's once for every packing of it.
   thread_local Bf16Operand own, own_low;
-  thread_local std::vector<float> m_low;
+  thread_local AlignedVector<float> m_low;
   if (terms.left) {
     m_low.resize(static_cast<std::size_t>(L * L));
     simd::bf16_residual(L, L, M, ldm, m_low.data(), L);
@@ -416,8 +416,8 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
     }
   };
   // Rows [r0, r0 + rows) of X (q or k) times the first `cols` columns of K^T.
-  const auto scores = [&](int64_t r0, int64_t rows, int64_t cols, const std::vector<float>& X,
-                          const std::vector<uint16_t>& Xb, float* out) {
+  const auto scores = [&](int64_t r0, int64_t rows, int64_t cols, const AlignedVector<float>& X,
+                          const AlignedVector<uint16_t>& Xb, float* out) {
     if (in.raw_qk) {
       gemm_packed(rows, cols, K, Xb.data() + r0 * K, K, kt_packed, false, out, C, cnt);
     } else if (cnt.bf16) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/decay.h"
 #include "kernels/kernel_set.h"
 #include "kernels/pack.h"
@@ -76,19 +77,19 @@ struct ChunkRows {
 // The rows and gate factors of a chunk, in fp32 row-major buffers sized for chunk size C.
 struct ChunkInputs {
   int64_t C, K, w;  // w: gate width (1 for GDN, K for KDA)
-  std::vector<float> q, k, v, beta, graw;
-  std::vector<double> G;        // chunk-local inclusive cumsum of the gates [L, w]
-  std::vector<float> eg;        // exp(G)            [L, w]
-  std::vector<float> eg_last;   // exp(G_last - G)   [L, w]
-  std::vector<float> g_last;    // exp(G_last)       [w]
-  std::vector<float> run;       // one channel's L tokens, for channel-major inputs [C]
+  AlignedVector<float> q, k, v, beta, graw;
+  AlignedVector<double> G;        // chunk-local inclusive cumsum of the gates [L, w]
+  AlignedVector<float> eg;        // exp(G)            [L, w]
+  AlignedVector<float> eg_last;   // exp(G_last - G)   [L, w]
+  AlignedVector<float> g_last;    // exp(G_last)       [w]
+  AlignedVector<float> run;       // one channel's L tokens, for channel-major inputs [C]
   // Raw rows (set before load; the hanpu strategy's bf16 GDN with bf16 q and k): q and k hold the rows as
   // stored, exact as GEMM operands, and their l2norm / scale factors fq, fk [L] are applied to products
   // (bk = beta o fk). Without raw rows, q and k are finished as usual and there are no factors.
   bool raw_qk = false;
-  std::vector<float> fq, fk, bk;
-  std::vector<float> eq, ek;     // raw rows only: e^G o fq, e^G o fk [L], the row factors of Q S and K S
-  std::vector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands
+  AlignedVector<float> fq, fk, bk;
+  AlignedVector<float> eq, ek;     // raw rows only: e^G o fq, e^G o fk [L], the row factors of Q S and K S
+  AlignedVector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands
   const float* q_factors() const { return raw_qk ? fq.data() : nullptr; }  // a scale_rows rowscale
   const float* k_factors() const { return raw_qk ? fk.data() : nullptr; }
   const float* beta_k() const { return raw_qk ? bk.data() : beta.data(); }  // beta o fk, or beta

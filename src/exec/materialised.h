@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/aligned.h"
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
@@ -20,8 +21,8 @@ struct ChunkRef {
 struct Scratch {
   ChunkInputs in;
   int64_t loaded = -1;  // the task whose rows `in` holds
-  std::vector<float> kt, A, P, T, KQ, X, S, scratch;
-  std::vector<float> state_in, vn;  // flashqla's segments: a chunk's incoming state and its V' (sized on use)
+  AlignedVector<float> kt, A, P, T, KQ, X, S, scratch;
+  AlignedVector<float> state_in, vn;  // flashqla's segments: a chunk's incoming state and its V' (sized on use)
   Scratch(int64_t C, int64_t K, int64_t V, int64_t w)
       : in(C, K, V, w), kt(K * C), A(C * C), P(C * C), T(C * C), KQ(C * K), X(C * std::max(K, V)), S(K * V),
         scratch(std::max(kda_intra_scores_simd_scratch(C, K), kTrilBlock * C)) {}
@@ -255,8 +256,8 @@ class Materialised {
   int64_t C_, K_, V_, HV_, w_;
   std::vector<ChunkRef> chunks_;
   std::vector<int64_t> first_chunk_;  // global index of each sequence's first chunk, and the end (N + 1)
-  std::vector<float> W_, U_, Vn_, H_, A_, T_;
-  std::vector<double> log_decay_;
+  AlignedVector<float> W_, U_, Vn_, H_, A_, T_;
+  AlignedVector<double> log_decay_;
   std::vector<ChunkInputs> inputs_;
 };
 

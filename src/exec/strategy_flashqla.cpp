@@ -46,7 +46,7 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
   first_seg[p.N] = static_cast<int64_t>(segs.size());
   const int64_t NS = static_cast<int64_t>(segs.size());
   // Per (segment, value head): end state from the warm-up, initial state, transition matrix if fallback.
-  std::vector<float> ht(NS * HV * K * V), h0(NS * HV * K * V), M(NS * HV * K * K);
+  AlignedVector<float> ht(NS * HV * K * V), h0(NS * HV * K * V), M(NS * HV * K * K);
   std::vector<char> fallback(NS * HV, 0);
   Workers w(pool, p);
   // 2. Warm-up end states (every segment but the last of its sequence: the plan maps no warm-up there,
@@ -139,7 +139,7 @@ void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping
   // Empty sequences have no segment: their final state is their initial state.
   for (int64_t n = 0; n < p.N && out.final_state; ++n) {
     if (first_seg[n] != first_seg[n + 1]) continue;
-    std::vector<float> S(K * V, 0.0f);
+    AlignedVector<float> S(K * V, 0.0f);
     for (int64_t hv = 0; hv < HV; ++hv) {
       if (p.in.initial_state) load_state(p, *p.in.initial_state, n, hv, S.data());
       store_state(p, *out.final_state, n, hv, S.data());

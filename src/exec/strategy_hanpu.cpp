@@ -53,7 +53,7 @@ struct Work {
 // The state-independent part of a chunk: its rows and gate factors, P and T = (I + A)^-1.
 struct PreparedChunk {
   ChunkInputs in;
-  std::vector<float> P, T;
+  AlignedVector<float> P, T;
   PreparedChunk(int64_t C, int64_t K, int64_t V, int64_t w) : in(C, K, V, w), P(C * C), T(C * C) {}
   int64_t bytes() const { return in.bytes() + static_cast<int64_t>((P.size() + T.size()) * sizeof(float)); }
 };
@@ -61,8 +61,8 @@ struct PreparedChunk {
 struct HeadWorkspace {
   int64_t C, K, V, w;
   PreparedChunk prep;
-  std::vector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
-  std::vector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
+  AlignedVector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
+  AlignedVector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
   Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
   KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
 

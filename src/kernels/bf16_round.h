@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned.h"
 #include "hanpu/tensor.h"
 #include "kernels/kernel_set.h"
 #include "kernels/tril_inverse.h"
@@ -26,7 +27,7 @@ inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64
 }
 
 // The same into a per-thread copy, sized to fit (contiguous rows).
-inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, std::vector<float>* dst) {
+inline void round_block_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, AlignedVector<float>* dst) {
   dst->resize(static_cast<std::size_t>(rows * cols));
   round_block_bf16(rows, cols, src, lds, dst->data(), cols);
 }
@@ -47,7 +48,7 @@ using TransposeFn = void (*)(int64_t rows, int64_t cols, const float* src, int64
 inline void gemm_bf16_by_rounding(GemmFn f32, RoundRowsFn round, bool trans_a, int64_t M, int64_t N, int64_t Kd,
                                   const float* A, int64_t lda, const float* B, int64_t ldb, bool acc, float* C,
                                   int64_t ldc) {
-  thread_local std::vector<float> a, b;
+  thread_local AlignedVector<float> a, b;
   const int64_t a_rows = trans_a ? Kd : M, a_cols = trans_a ? M : Kd;
   a.resize(static_cast<std::size_t>(a_rows * a_cols));
   b.resize(static_cast<std::size_t>(Kd * N));
@@ -67,7 +68,7 @@ inline void pack_bf16_by_rounding(RoundRowsFn round, int64_t Kd, int64_t N, cons
 inline void gemm_packed_bf16_by_rounding(GemmFn f32, RoundRowsFn round, int64_t M, int64_t N, int64_t Kd,
                                          const float* A, int64_t lda, const Bf16Operand& B, bool acc, float* C,
                                          int64_t ldc) {
-  thread_local std::vector<float> a;
+  thread_local AlignedVector<float> a;
   a.resize(static_cast<std::size_t>(M * Kd));
   round(M, Kd, A, lda, a.data(), Kd);
   f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc);
@@ -79,7 +80,7 @@ using ResidualFn = void (*)(int64_t rows, int64_t cols, const float* x, int64_t 
 // KernelSet::pack_bf16_split as its definition: the low term into a per-thread buffer, then both packings.
 template <PackFn Pack, ResidualFn Residual>
 void pack_bf16_split_by_parts(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo) {
-  thread_local std::vector<float> low;
+  thread_local AlignedVector<float> low;
   low.resize(static_cast<std::size_t>(Kd * N));
   Residual(Kd, N, X, ldx, low.data(), N);
   Pack(Kd, N, X, ldx, hi);
@@ -108,7 +109,7 @@ void lower_times_bf16_by_blocks(int64_t L, int64_t N, int nterms, const Bf16Lowe
 // pack_bf16_rows_t X [N, Kd] is widened row by row and then transposed into B = X^T [Kd, N].
 inline void pack_bf16_rows_t_by_widening(WidenFn widen, TransposeFn transpose, int64_t N, int64_t Kd,
                                          const uint16_t* X, int64_t ldx, Bf16Operand* out) {
-  thread_local std::vector<float> x;
+  thread_local AlignedVector<float> x;
   x.resize(static_cast<std::size_t>(N * Kd));
   for (int64_t n = 0; n < N; ++n) widen(Kd, X + n * ldx, x.data() + n * Kd);
   transpose(N, Kd, x.data(), Kd, nullptr, 1, out->reshape(Kd, N, N, Kd * N), N);
@@ -135,7 +136,7 @@ void with_row_scale(RowScale rs, bool acc, int64_t M, int64_t N, float* C, int64
 inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
                                        const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc, float* C,
                                        int64_t ldc, RowScale rs) {
-  thread_local std::vector<float> a;
+  thread_local AlignedVector<float> a;
   a.resize(static_cast<std::size_t>(M * Kd));
   for (int64_t r = 0; r < M; ++r) widen(Kd, A + r * lda, a.data() + r * Kd);
   with_row_scale(rs, acc, M, N, C, ldc, [&] { f32(M, N, Kd, a.data(), Kd, B.data.data(), B.ld, acc, C, ldc); });
@@ -146,7 +147,7 @@ inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int
 inline void gemm_bf16_rows_tn_by_widening(GemmFn tn, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
                                           const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc, float* C,
                                           int64_t ldc, RowScale rs) {
-  thread_local std::vector<float> x;
+  thread_local AlignedVector<float> x;
   x.resize(static_cast<std::size_t>(Kd * M));
   for (int64_t r = 0; r < Kd; ++r) widen(M, X + r * ldx, x.data() + r * M);
   with_row_scale(rs, acc, M, N, C, ldc, [&] { tn(M, N, Kd, x.data(), M, B.data.data(), B.ld, acc, C, ldc); });

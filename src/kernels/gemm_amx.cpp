@@ -32,6 +32,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/amx_support.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/bf16_pairs.h"
@@ -218,7 +219,7 @@ HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t
 }
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it.
-uint32_t* words(std::vector<uint32_t>* buf, int64_t n) {
+uint32_t* words(AlignedVector<uint32_t>* buf, int64_t n) {
   if (static_cast<int64_t>(buf->size()) < n) buf->resize(static_cast<std::size_t>(n));
   return buf->data();
 }
@@ -233,7 +234,7 @@ void zero_columns(int64_t rows, int64_t from, int64_t to, uint32_t* w, int64_t l
 }
 
 // A [M, Kd] fp32 to padded bf16 tile rows in `buf`: Mp = ceil16(M) rows of Kpp words.
-const uint32_t* left_rows(int64_t M, int64_t Kd, const float* A, int64_t lda, std::vector<uint32_t>* buf) {
+const uint32_t* left_rows(int64_t M, int64_t Kd, const float* A, int64_t lda, AlignedVector<uint32_t>* buf) {
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
   uint32_t* w = words(buf, Mp * Kpp);
   bf16_pairs::pack_rows(M, Kd, A, lda, w, Kpp);
@@ -270,7 +271,7 @@ HANPU_AMX void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int6
 
 // A transposed operand's tile rows from its pair panel (word (p, r) at panel + p * Mp, Kp rows): the panel's
 // rows padded to Kpp with zeros, then transposed into Mp rows of Kpp words.
-const uint32_t* left_from_panel(int64_t Mp, int64_t Kp, int64_t Kpp, uint32_t* panel, std::vector<uint32_t>* buf) {
+const uint32_t* left_from_panel(int64_t Mp, int64_t Kp, int64_t Kpp, uint32_t* panel, AlignedVector<uint32_t>* buf) {
   std::memset(panel + Kp * Mp, 0, static_cast<std::size_t>((Kpp - Kp) * Mp) * 4);
   uint32_t* w = words(buf, Mp * Kpp);
   for (int64_t p = 0; p < Kpp; p += kTile) {
@@ -320,7 +321,7 @@ void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Oper
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
                  float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> abuf;
+  thread_local AlignedVector<uint32_t> abuf;
   const Operands t = operands(left_rows(M, Kd, A, lda, &abuf), padded_pairs(Kd), words_of(B), B.ld);
   multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc);
 }
@@ -331,7 +332,7 @@ template <bool TransA>
 void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
                float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> abuf, panel, bbuf;
+  thread_local AlignedVector<uint32_t> abuf, panel, bbuf;
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Np = round_up(N, kTile), Mp = round_up(M, kTile);
   const uint32_t* a = nullptr;
   if (TransA) {
@@ -355,7 +356,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd);
   Operands t{reinterpret_cast<const char*>(A), lda * 2, reinterpret_cast<const char*>(words_of(B)), B.ld * 4};
   if (M % kTile != 0 || Kd % (2 * kTile) != 0) {
-    thread_local std::vector<uint32_t> abuf;
+    thread_local AlignedVector<uint32_t> abuf;
     const int64_t Mp = round_up(M, kTile);
     uint32_t* w = words(&abuf, Mp * Kpp);
     for (int64_t r = 0; r < Mp; ++r) {
@@ -373,7 +374,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
 void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc,
                   float* C, int64_t ldc, RowScale rs) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> abuf, panel;
+  thread_local AlignedVector<uint32_t> abuf, panel;
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
   uint32_t* p = words(&panel, Kpp * Mp);
   bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, p);
@@ -385,7 +386,7 @@ void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t l
 // the C tiles, up to the steps that reach its diagonal.
 void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C, int64_t ldc) {
   if (L <= 0 || N <= 0 || nterms <= 0) return;
-  thread_local std::vector<uint32_t> abuf[kMaxLowerTerms];
+  thread_local AlignedVector<uint32_t> abuf[kMaxLowerTerms];
   Operands t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) {
     t[k] = operands(left_rows(L, L, terms[k].A, terms[k].lda, &abuf[k]), padded_pairs(L), words_of(*terms[k].B),

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/kernel_set.h"
 
@@ -44,7 +45,7 @@ constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it (every word the
 // kernels read is written first).
-uint32_t* words(std::vector<uint32_t>* buf, int64_t n) {
+uint32_t* words(AlignedVector<uint32_t>* buf, int64_t n) {
   if (static_cast<int64_t>(buf->size()) < n) buf->resize(static_cast<std::size_t>(n));
   return buf->data();
 }
@@ -163,7 +164,7 @@ void multiply(int64_t M, int64_t N, int64_t Kp, const Panel& t, bool accumulate,
 // B-style panel (ars = 1, aps = Mp).
 template <bool TransA>
 const uint32_t* pack_left(int64_t M, int64_t Kd, const float* A, int64_t lda, int64_t* ars, int64_t* aps) {
-  thread_local std::vector<uint32_t> abuf;
+  thread_local AlignedVector<uint32_t> abuf;
   const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
   uint32_t* ap = words(&abuf, TransA ? Kp * Mp : M * Kp + kLanes);
   if (TransA) {
@@ -181,7 +182,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemm_bf16(int64_t M,
                                                                       int64_t lda, const float* B, int64_t ldb,
                                                                       bool accumulate, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> bbuf;
+  thread_local AlignedVector<uint32_t> bbuf;
   const int64_t Kp = (Kd + 1) / 2, Np = (N + kLanes - 1) / kLanes * kLanes;
   int64_t ars = 0, aps = 0;
   const uint32_t* ap = pack_left<TransA>(M, Kd, A, lda, &ars, &aps);
@@ -223,7 +224,7 @@ void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Oper
 void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
                  int64_t ldc) {
   if (L <= 0 || N <= 0 || nterms <= 0) return;
-  thread_local std::vector<uint32_t> abuf;
+  thread_local AlignedVector<uint32_t> abuf;
   const int64_t Kp = (L + 1) / 2;
   uint32_t* w = words(&abuf, nterms * L * Kp);
   Panel t[kMaxLowerTerms];
@@ -243,7 +244,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
   const Word* ap = reinterpret_cast<const Word*>(A);
   int64_t ars = lda / 2;
   if (Kd % 2 != 0 || lda % 2 != 0 || reinterpret_cast<uintptr_t>(A) % 4 != 0) {
-    thread_local std::vector<uint32_t> abuf;
+    thread_local AlignedVector<uint32_t> abuf;
     uint32_t* w = words(&abuf, M * Kp);
     for (int64_t r = 0; r < M; ++r) {
       for (int64_t p = 0; p < Kp; ++p) w[r * Kp + p] = bf16_pairs::pair_word(A + r * lda, p, Kd);
@@ -259,7 +260,7 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
 void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
                   bool accumulate, float* C, int64_t ldc, RowScale rs) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<uint32_t> abuf;
+  thread_local AlignedVector<uint32_t> abuf;
   const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
   uint32_t* ap = words(&abuf, Kp * Mp);
   bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, ap);

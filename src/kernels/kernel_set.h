@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
+
 namespace hanpu {
 
 // A bf16 GEMM's right operand B [Kd, N], rounded to bf16 and laid out once by a kernel set's pack_bf16 for
@@ -23,7 +25,7 @@ namespace hanpu {
 // ceil(Kd / 2) rows of ld >= N words (AVX512-BF16). Only the set that packed it may read it.
 struct Bf16Operand {
   int64_t Kd = 0, N = 0, ld = 0;
-  std::vector<float> data;  // the set's words (bf16 pairs are stored in the bytes of floats)
+  AlignedVector<float> data;  // the set's words (bf16 pairs are stored in the bytes of floats)
   // Sets the shape and sizes the storage to `words` elements, for a packing to fill; returns the storage.
   float* reshape(int64_t kd, int64_t n, int64_t row_stride, int64_t words) {
     Kd = kd;

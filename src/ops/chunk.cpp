@@ -44,7 +44,7 @@ void mm(const Numerics& nx, Trans ta, Trans tb, int64_t M, int64_t N, int64_t Kd
     gemm_f32(ta, tb, M, N, Kd, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  thread_local std::vector<float> a, b;
+  thread_local AlignedVector<float> a, b;
   const int64_t a_rows = ta == Trans::kN ? M : Kd, a_cols = ta == Trans::kN ? Kd : M;
   const int64_t b_rows = tb == Trans::kN ? Kd : N, b_cols = tb == Trans::kN ? N : Kd;
   round_block_bf16(a_rows, a_cols, A, lda, &a);
