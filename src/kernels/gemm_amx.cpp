@@ -392,8 +392,12 @@ void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, b
   thread_local AlignedVector<uint32_t> abuf[kMaxLowerTerms];
   Operands t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) {
-    t[k] = operands(left_rows(L, L, terms[k].A, terms[k].lda, &abuf[k]), padded_pairs(L), words_of(*terms[k].B),
-                    terms[k].B->ld);
+    // A split right operand's two terms share their left one (T hi(R) + T lo(R)): its tile rows are made once.
+    int same = 0;
+    while (same < k && (terms[same].A != terms[k].A || terms[same].lda != terms[k].lda)) ++same;
+    const uint32_t* a = same < k ? reinterpret_cast<const uint32_t*>(t[same].a)
+                                 : left_rows(L, L, terms[k].A, terms[k].lda, &abuf[k]);
+    t[k] = operands(a, padded_pairs(L), words_of(*terms[k].B), terms[k].B->ld);
   }
   multiply(L, N, nterms, t, padded_pairs(L) / kTile, true, acc, C, ldc);
 }
