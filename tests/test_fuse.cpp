@@ -196,7 +196,7 @@ TEST(FuseHost, PairedResultsEqualRunningAlone) {
   const Task g = host_task("gemm:33x17x40");
   GroupResult r;
   ASSERT_TRUE(run_group_host({g}, 1, 4 << 20, &r).ok());
-  std::vector<float> A = task_inputs(33 * 40, 1), B = task_inputs(40 * 17, 2);
+  AlignedVector<float> A = task_inputs(33 * 40, 1), B = task_inputs(40 * 17, 2);
   for (float& v : A) v = round_bf16(v);
   for (float& v : B) v = round_bf16(v);
   for (int i = 0; i < 33; ++i) {

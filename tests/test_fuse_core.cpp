@@ -82,11 +82,11 @@ TEST(FuseCore, ChunkTasksAreTheEnginesHeadSteps) {
   for (const Kind kind : {Kind::kGdn, Kind::kKda}) {
     const int64_t chunks = 3, T = 64 * chunks, D = 128, w = kind == Kind::kKda ? D : 1;
     // The task's own inputs (fuse/task.h task_inputs, seeds 4 to 8) and its gate and beta maps.
-    std::vector<float> q = task_inputs(T * D, 4), k = task_inputs(T * D, 5), v = task_inputs(T * D, 6),
+    AlignedVector<float> q = task_inputs(T * D, 4), k = task_inputs(T * D, 5), v = task_inputs(T * D, 6),
                        g = task_inputs(T * w, 7), beta = task_inputs(T, 8);
     for (float& x : g) x = -0.05f * (1.0f + x);
     for (float& x : beta) x = 0.5f * (1.0f + x);
-    std::vector<float> o(static_cast<size_t>(T * D));
+    AlignedVector<float> o(static_cast<size_t>(T * D));
     Inputs in;
     in.q = TensorView(q.data(), DType::kF32, {1, T, 1, D});
     in.k = TensorView(k.data(), DType::kF32, {1, T, 1, D});

@@ -100,8 +100,8 @@ class Builder {
 
 }  // namespace
 
-std::vector<float> task_inputs(int64_t n, uint32_t seed) {
-  std::vector<float> x(static_cast<size_t>(n));
+AlignedVector<float> task_inputs(int64_t n, uint32_t seed) {
+  AlignedVector<float> x(static_cast<size_t>(n));
   for (float& v : x) {
     seed = seed * 1664525u + 1013904223u;
     v = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
@@ -135,8 +135,8 @@ constexpr int64_t kGemmSliceRows = 32;
 // the fp32 accumulator (4 t^2). Host buffers: per slot the A panel, the B panel and the B panel packed
 // in the matrix unit's layout; the accumulator and the output staging tile.
 struct GemmData {
-  std::vector<float> A, B, C;
-  std::vector<float> a[2], b[2], acc, out;
+  AlignedVector<float> A, B, C;
+  AlignedVector<float> a[2], b[2], acc, out;
   Bf16Operand bp[2];  // each slot's B panel in the matrix unit's layout (the kernel registry's pack_bf16)
 };
 
@@ -170,7 +170,7 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
     }
     g->acc.resize(static_cast<size_t>(tile * tile));
     g->out.resize(static_cast<size_t>(tile * tile));
-    t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->C);
+    t->host_output = std::shared_ptr<const AlignedVector<float>>(g, &g->C);
   }
   // Host work of `rows` rows, sliced as GEMM stages are; none without host data.
   auto run = [&](int64_t rows, std::function<void(int64_t, int64_t)> fn) {
@@ -218,10 +218,10 @@ Status build_gemm(const std::vector<int64_t>& dim, double e, const plan::Device&
 // Host buffers: per slot the block in fp32 (dequant: its int8 input too) and per-row scratch; the
 // transform writes its blocked layout to a second buffer.
 struct RowData {
-  std::vector<float> in, out;
-  std::vector<int8_t> in8;
-  std::vector<float> x[2], y[2], row[2];
-  std::vector<int8_t> x8[2];
+  AlignedVector<float> in, out;
+  AlignedVector<int8_t> in8;
+  AlignedVector<float> x[2], y[2], row[2];
+  AlignedVector<int8_t> x8[2];
 };
 
 // One vector pass of `kind` over rows [r0, r1) of a block of `rows` x C on the host (every pass works row
@@ -286,7 +286,7 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
   if (host) {
     g = std::make_shared<RowData>();
     if (dequant) {
-      const std::vector<float> v = task_inputs(R * C, 3);
+      const AlignedVector<float> v = task_inputs(R * C, 3);
       g->in8.resize(v.size());
       for (size_t i = 0; i < v.size(); ++i) g->in8[i] = static_cast<int8_t>(std::lround(v[i] * 127));
     } else {
@@ -300,7 +300,7 @@ Status build_rows(const std::string& kind, const std::vector<int64_t>& dim, doub
       if (transform) g->y[s].assign(static_cast<size_t>(padded * ((C + 15) / 16 * 16)), 0.0f);
       if (dequant) g->x8[s].resize(static_cast<size_t>(rb * C));
     }
-    t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->out);
+    t->host_output = std::shared_ptr<const AlignedVector<float>>(g, &g->out);
   }
   // Host work over a block's rows, in slices of about 16 KiB of fp32 (at least one row); none without
   // host data.
@@ -424,7 +424,7 @@ Status build_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64_t re
 // flops do not depend on the data) over twice the device's MACs per cycle. Region: the plan's peak in the
 // vector memory. The output is o [T, 128].
 struct ChunkData {
-  std::vector<float> q, k, v, g, beta, o;
+  AlignedVector<float> q, k, v, g, beta, o;
   Problem p;
   ChunkProgram prog;
   std::unique_ptr<HeadSteps> steps;
@@ -463,7 +463,7 @@ Status build_host_chunks(Kind kind, int64_t chunks, const plan::Device& d, int64
   HANPU_RETURN_IF_ERROR(validate_outputs(g->p, out, Mode::kChunk));
   g->steps = std::make_unique<HeadSteps>(g->p, g->prog, 0, 0, out);
   const double prepare_flops = g->steps->prepare(0), state_flops = g->steps->state(0);
-  t->host_output = std::shared_ptr<const std::vector<float>>(g, &g->o);
+  t->host_output = std::shared_ptr<const AlignedVector<float>>(g, &g->o);
   Builder b(d, t);
   auto step = [&](bool state, int64_t c) {
     HostStage h;

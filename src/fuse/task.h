@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
 #include "hanpu/status.h"
 #include "plan/device.h"
 
@@ -66,7 +67,7 @@ struct Task {
   // Host execution (built with `host_data`): one entry per stage running the real kernel on the task's
   // own buffers (its inputs in "global" memory, its region's tiles), and the task's output.
   std::vector<HostStage> host;
-  std::shared_ptr<const std::vector<float>> host_output;
+  std::shared_ptr<const AlignedVector<float>> host_output;
 };
 
 // Builds the task `spec` for device `d` with an on-chip region of at most `region_bytes`. Errors name the
@@ -77,7 +78,7 @@ Status build_task(const std::string& spec, const plan::Device& d, int64_t region
 
 // The deterministic inputs host tasks are built on: n values in [-1, 1) of a fixed linear congruential
 // sequence from `seed` (GEMM A and B: seeds 1 and 2; row tasks: 3; gdn / kda q, k, v, g, beta: 4 to 8).
-std::vector<float> task_inputs(int64_t n, uint32_t seed);
+AlignedVector<float> task_inputs(int64_t n, uint32_t seed);
 
 // The capacity of the device's vector memory (UB, VTCM): what in-flight tasks' regions share.
 int64_t on_chip_capacity(const plan::Device& d);
