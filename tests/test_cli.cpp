@@ -317,7 +317,7 @@ TEST(Cli, FuseSweepsTheDmaRate) {
   EXPECT_EQ(run_cli("fuse --device hexagon-v75 --pair gemm:64x64x64:f16,softmax:64x64:f16 --dma-rates 0", &log), 2);
 }
 
-// `hanpu fuse --device host --probe`: one record per (vector kind, rounds), the lane named (AMX tiles, a
+// `hanpu fuse --device host --probe`: one record per (operand source, vector kind, rounds), the lane named (AMX tiles, a
 // matrix engine, where usable), the absent matrix engine said where the lane is the vector unit; refused on a model device or beside a pair.
 TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   if (probe_matrix_lane() == ProbeLane::kNone) GTEST_SKIP() << "this CPU has no AVX-512: there is no lane to probe";
@@ -326,9 +326,12 @@ TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   ASSERT_EQ(run_cli("fuse --device host --probe --probe-rounds 1,4 --reps 1 --json " + json_path, &log), 0) << log;
   std::ifstream f(json_path);
   const nlohmann::json j = nlohmann::json::parse(f);
-  ASSERT_EQ(j["points"].size(), 4u);
+  ASSERT_EQ(j["points"].size(), 18u);  // 3 operand sources x 3 vector kinds x 2 round counts
   EXPECT_EQ(j["points"][1]["rounds"].get<int>(), 4);
   EXPECT_EQ(j["points"][2]["vector"].get<std::string>(), "exp");
+  EXPECT_EQ(j["points"][4]["vector"].get<std::string>(), "memory");
+  EXPECT_EQ(j["points"][0]["operands"].get<std::string>(), "registers");
+  EXPECT_EQ(j["points"][17]["operands"].get<std::string>(), "L2");
   const bool amx = probe_matrix_lane() == ProbeLane::kAmxTile;
   EXPECT_EQ(j["matrix_engine"].get<bool>(), amx);
   EXPECT_EQ(j["matrix_lane"].get<std::string>().find("AMX") != std::string::npos, amx);

@@ -35,13 +35,19 @@ TEST(OverlapProbe, ReportsEveryPointOnThisCpusLane) {
   int lines = 0;
   const Status st = run_overlap_probe(2, {1, 3}, 2000, [&](const std::string&) { ++lines; }, &r);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(lines, 4);
+  EXPECT_EQ(lines, 18);
   EXPECT_EQ(r.matrix_engine, r.lane == ProbeLane::kAmxTile);  // AMX tiles: a matrix engine beside the vector unit
   EXPECT_FALSE(r.lane_name.empty());
-  ASSERT_EQ(r.points.size(), 4u);  // fma x1, x3, exp x1, x3
+  // Operand sources (registers, L1, L2), then vector kinds (fma, exp, memory), then rounds (1, 3).
+  ASSERT_EQ(r.points.size(), 18u);
+  EXPECT_EQ(r.points[0].operands, ProbeOperands::kRegisters);
   EXPECT_EQ(r.points[0].kind, ProbeVector::kFma);
   EXPECT_EQ(r.points[3].kind, ProbeVector::kExp);
   EXPECT_EQ(r.points[3].rounds, 3);
+  EXPECT_EQ(r.points[5].kind, ProbeVector::kMemory);
+  EXPECT_EQ(r.points[6].operands, ProbeOperands::kL1);
+  EXPECT_EQ(r.points[17].operands, ProbeOperands::kL2);
+  EXPECT_EQ(r.points[17].kind, ProbeVector::kMemory);
   for (const ProbePoint& p : r.points) {
     EXPECT_GT(p.matrix_us, 0);
     EXPECT_GT(p.vector_us, 0);
@@ -50,8 +56,11 @@ TEST(OverlapProbe, ReportsEveryPointOnThisCpusLane) {
   }
   EXPECT_GT(r.matrix_gflops, 0);
   // The streams compute finite values whatever their length (nothing overflows or turns NaN).
-  for (ProbeVector kind : {ProbeVector::kFma, ProbeVector::kExp}) {
-    EXPECT_TRUE(std::isfinite(probe_stream(r.lane, true, 2, kind, 100000))) << r.lane_name;
+  for (ProbeOperands ops : {ProbeOperands::kRegisters, ProbeOperands::kL1, ProbeOperands::kL2}) {
+    for (ProbeVector kind : {ProbeVector::kFma, ProbeVector::kExp, ProbeVector::kMemory}) {
+      EXPECT_TRUE(std::isfinite(probe_stream(r.lane, true, 2, kind, 100000, ops)))
+          << r.lane_name << " " << probe_operands_name(ops) << " " << probe_vector_name(kind);
+    }
   }
 }
 

@@ -91,14 +91,18 @@ int run_probe(const FuseArgs& a) {
                 amx_support_line(amx_support()).c_str());
   }
   std::printf("overlap = (matrix + vector - both) / min(matrix, vector): 1 hidden, 0 serial\n");
-  std::printf("%-6s %7s %11s %11s %11s %8s\n", "vector", "rounds", "matrix_us", "vector_us", "both_us", "overlap");
+  std::printf("matrix operands: registers (loaded once), or 4 KiB a step from a 16 KiB (L1) or 1 MiB (L2) buffer; "
+              "vector rounds: 8 FMAs (fma), exp of 2 registers (exp), 8 load-FMA-stores on an 8 KiB buffer (memory)\n");
+  std::printf("%-9s %-6s %7s %11s %11s %11s %8s\n", "operands", "vector", "rounds", "matrix_us", "vector_us", "both_us",
+              "overlap");
   nlohmann::json points = nlohmann::json::array();
   for (const fuse::ProbePoint& p : r.points) {
-    const char* kind = p.kind == ProbeVector::kFma ? "fma" : "exp";
-    std::printf("%-6s %7d %11.1f %11.1f %11.1f %8.2f\n", kind, p.rounds, p.matrix_us, p.vector_us, p.both_us,
-                p.overlap);
-    points.push_back({{"vector", kind}, {"rounds", p.rounds}, {"matrix_us", p.matrix_us}, {"vector_us", p.vector_us},
-                      {"both_us", p.both_us}, {"overlap", p.overlap}});
+    const char* kind = fuse::probe_vector_name(p.kind);
+    const char* ops = fuse::probe_operands_name(p.operands);
+    std::printf("%-9s %-6s %7d %11.1f %11.1f %11.1f %8.2f\n", ops, kind, p.rounds, p.matrix_us, p.vector_us,
+                p.both_us, p.overlap);
+    points.push_back({{"operands", ops}, {"vector", kind}, {"rounds", p.rounds}, {"matrix_us", p.matrix_us},
+                      {"vector_us", p.vector_us}, {"both_us", p.both_us}, {"overlap", p.overlap}});
   }
   const std::string json = nlohmann::json({{"probe", "overlap"}, {"matrix_lane", r.lane_name},
                                            {"matrix_engine", r.matrix_engine}, {"cpu", r.cpu}, {"steps", r.steps},

@@ -18,9 +18,9 @@ double median(std::vector<double> v) {
 }
 
 // Microseconds of one probe stream.
-double time_stream(ProbeLane lane, bool matrix, int rounds, ProbeVector kind, int64_t steps) {
+double time_stream(ProbeLane lane, bool matrix, int rounds, ProbeVector kind, int64_t steps, ProbeOperands ops) {
   const auto t0 = std::chrono::steady_clock::now();
-  volatile double sink = probe_stream(lane, matrix, rounds, kind, steps);
+  volatile double sink = probe_stream(lane, matrix, rounds, kind, steps, ops);
   (void)sink;
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -58,6 +58,14 @@ class PinToCurrentCore {
 
 }  // namespace
 
+const char* probe_vector_name(ProbeVector v) {
+  return v == ProbeVector::kFma ? "fma" : v == ProbeVector::kExp ? "exp" : "memory";
+}
+
+const char* probe_operands_name(ProbeOperands o) {
+  return o == ProbeOperands::kRegisters ? "registers" : o == ProbeOperands::kL1 ? "L1" : "L2";
+}
+
 double overlap_fraction(double t_matrix, double t_vector, double t_both) {
   return (t_matrix + t_vector - t_both) / std::min(t_matrix, t_vector);
 }
@@ -84,28 +92,35 @@ Status run_overlap_probe(int reps, const std::vector<int>& rounds, int64_t steps
   const PinToCurrentCore pin;
   res.cpu = pin.cpu();
   std::vector<double> matrix_gflops;
-  for (ProbeVector kind : {ProbeVector::kFma, ProbeVector::kExp}) {
-    for (int r : rounds) {
-      std::vector<double> tm, tv, tb;
-      time_stream(res.lane, true, r, kind, steps / 8 + 1);  // warm-up (clocks, caches of the code)
-      for (int i = 0; i < reps; ++i) {
-        tm.push_back(time_stream(res.lane, true, 0, kind, steps));
-        tv.push_back(time_stream(res.lane, false, r, kind, steps));
-        tb.push_back(time_stream(res.lane, true, r, kind, steps));
+  for (ProbeOperands ops : {ProbeOperands::kRegisters, ProbeOperands::kL1, ProbeOperands::kL2}) {
+    for (ProbeVector kind : {ProbeVector::kFma, ProbeVector::kExp, ProbeVector::kMemory}) {
+      for (int r : rounds) {
+        std::vector<double> tm, tv, tb;
+        time_stream(res.lane, true, r, kind, steps / 8 + 1, ops);  // warm-up (clocks, caches of the code)
+        for (int i = 0; i < reps; ++i) {
+          tm.push_back(time_stream(res.lane, true, 0, kind, steps, ops));
+          tv.push_back(time_stream(res.lane, false, r, kind, steps, ops));
+          tb.push_back(time_stream(res.lane, true, r, kind, steps, ops));
+        }
+        ProbePoint pt;
+        pt.operands = ops;
+        pt.kind = kind;
+        pt.rounds = r;
+        pt.matrix_us = median(tm);
+        pt.vector_us = median(tv);
+        pt.both_us = median(tb);
+        pt.overlap = overlap_fraction(pt.matrix_us, pt.vector_us, pt.both_us);
+        if (ops == ProbeOperands::kRegisters) {
+          matrix_gflops.push_back(probe_matrix_flops(res.lane, steps) / (pt.matrix_us * 1e3));
+        }
+        char line[240];
+        std::snprintf(line, sizeof line,
+                      "operands %s, %s x%d: matrix %.0f us, vector %.0f us, both %.0f us, overlap %.2f",
+                      probe_operands_name(ops), probe_vector_name(kind), r, pt.matrix_us, pt.vector_us, pt.both_us,
+                      pt.overlap);
+        progress(line);
+        res.points.push_back(pt);
       }
-      ProbePoint pt;
-      pt.kind = kind;
-      pt.rounds = r;
-      pt.matrix_us = median(tm);
-      pt.vector_us = median(tv);
-      pt.both_us = median(tb);
-      pt.overlap = overlap_fraction(pt.matrix_us, pt.vector_us, pt.both_us);
-      matrix_gflops.push_back(probe_matrix_flops(res.lane, steps) / (pt.matrix_us * 1e3));
-      char line[200];
-      std::snprintf(line, sizeof line, "%s x%d: matrix %.0f us, vector %.0f us, both %.0f us, overlap %.2f",
-                    kind == ProbeVector::kFma ? "fma" : "exp", r, pt.matrix_us, pt.vector_us, pt.both_us, pt.overlap);
-      progress(line);
-      res.points.push_back(pt);
     }
   }
   res.matrix_gflops = median(matrix_gflops);
