@@ -162,6 +162,68 @@ void check_lower_times_bf16(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// The fused bf16 entries (residual_split_bf16_rows, lower_times_split_bf16) against their definitions, the
+// set's own entries composed (kernels/fused_bf16.cpp), word for word: row counts off the tiles and blocks
+// (odd M: a last pair's missing row), column tails, the row-block lengths of lower products, padded
+// operands (Kd off whole tile steps) and raw rows read in place; the outputs start as garbage of another
+// shape, which every word must overwrite.
+void check_fused_bf16(const KernelSet& ks, std::mt19937_64& rng) {
+  const auto same = [](const Bf16Operand& a, const Bf16Operand& b) {
+    return a.Kd == b.Kd && a.N == b.N && a.ld == b.ld && a.data.size() == b.data.size() &&
+           std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
+  };
+  const auto garbage = [&](Bf16Operand* o) {
+    o->reshape(3, 3, 16, 4096);
+    for (float& v : o->data) v = randn(1, rng)[0];
+  };
+  std::vector<uint16_t> kb;
+  for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{64}}) {
+    for (int64_t N : {int64_t{5}, int64_t{16}, int64_t{48}, int64_t{128}}) {
+      for (int64_t Kd : {int64_t{31}, int64_t{128}}) {
+        const int64_t lda = Kd + 5;
+        const std::vector<float> a = randn(M * lda, rng), Bsrc = randn(Kd * N, rng), V = randn(M * N, rng);
+        const std::vector<float> s = randn(M, rng), beta = randn(M, rng);
+        kb.resize(static_cast<std::size_t>(M * lda));
+        ks.f32_to_bf16(M * lda, a.data(), kb.data());
+        Bf16Operand B, hi, lo, want_hi, want_lo;
+        ks.pack_bf16(Kd, N, Bsrc.data(), N, &B);
+        garbage(&hi);
+        garbage(&lo);
+        residual_split_bf16_rows_by_parts(ks, M, N, Kd, kb.data(), lda, B, s.data(), beta.data(), V.data(), &want_hi,
+                                          &want_lo);
+        ks.residual_split_bf16_rows(ks, M, N, Kd, kb.data(), lda, B, s.data(), beta.data(), V.data(), &hi, &lo);
+        ASSERT_TRUE(same(hi, want_hi)) << ks.name << " residual hi M " << M << " N " << N << " Kd " << Kd;
+        ASSERT_TRUE(same(lo, want_lo)) << ks.name << " residual lo M " << M << " N " << N << " Kd " << Kd;
+      }
+      // V' = T R: T lower triangular (nonzero padding beside it), R split; the update's factors.
+      const int64_t L = M, ldt = L + 3;
+      std::vector<float> T = randn(L * ldt, rng);
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t j = i + 1; j < L; ++j) T[i * ldt + j] = 0.0f;
+      }
+      const std::vector<float> R = randn(L * N, rng), e = randn(L, rng), f = randn(L, rng);
+      Bf16Operand rh, rl;
+      ks.pack_bf16_split(L, N, R.data(), N, &rh, &rl);
+      const Bf16LowerTerm terms[2] = {{T.data(), ldt, &rh}, {T.data(), ldt, &rl}};
+      for (int nt = 1; nt <= 2; ++nt) {
+        for (const float* rowscale : {static_cast<const float*>(nullptr), f.data()}) {
+          Bf16Operand hi, lo, sc, want_hi, want_lo, want_sc;
+          garbage(&hi);
+          garbage(&lo);
+          garbage(&sc);
+          lower_times_split_bf16_by_parts(ks, L, N, nt, terms, &want_hi, &want_lo, e.data(), rowscale, &want_sc);
+          ks.lower_times_split_bf16(ks, L, N, nt, terms, &hi, &lo, e.data(), rowscale, &sc);
+          const std::string at = ks.name + " L " + std::to_string(L) + " N " + std::to_string(N) + " terms " +
+                                 std::to_string(nt) + (rowscale ? " with rowscale" : "");
+          ASSERT_TRUE(same(hi, want_hi)) << at << " hi";
+          ASSERT_TRUE(same(lo, want_lo)) << at << " lo";
+          ASSERT_TRUE(same(sc, want_sc)) << at << " scaled";
+        }
+      }
+    }
+  }
+}
+
 // The row conversions bit for bit against the element-wise definitions (hanpu/tensor.h), on values that
 // exercise the rounding: ties both ways, carries into the exponent, overflow to infinity, subnormals,
 // signed zeros, infinities and NaNs (quiet and signalling), at lengths with vector tails.
@@ -813,6 +875,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_tile_edges(ks, rng);
     check_packed_bf16(ks, rng);
     check_lower_times_bf16(ks, rng);
+    check_fused_bf16(ks, rng);
     check_bf16_rows(ks, rng);
     check_bf16_rows_tn(ks, rng);
     check_bf16_conversions(ks, rng);

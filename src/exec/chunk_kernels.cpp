@@ -326,10 +326,15 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
 
 void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,
                             Counters& cnt) {
-  const int64_t K = in.K;
   thread_local Bf16Operand vd;
-  if (dst != S) std::copy(S, S + K * cols, dst);
   simd::pack_bf16(L, cols, Vd, cols, &vd);
+  update_state_from_packed(in, L, cols, S, vd, dst, cnt);
+}
+
+void update_state_from_packed(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const Bf16Operand& vd,
+                              float* dst, Counters& cnt) {
+  const int64_t K = in.K;
+  if (dst != S) std::copy(S, S + K * cols, dst);
   // e^{G_last} S as the product's row factors on the prior C: decay_state's multiplies, with no pass of their own
   simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols, RowScale{in.g_last.data(), in.w == 1 ? 0 : 1});
   cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
@@ -391,10 +396,16 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
   if (terms.right) t[n++] = {M, ldm, lo};
   if (terms.left) t[n++] = {m_low.data(), L, hi};
   simd::lower_times_bf16(L, N, n, t, accumulate, C, ldc);
+  cnt.flops += lower_times_flops(L, N, n);
+}
+
+double lower_times_flops(int64_t L, int64_t N, int nterms) {
+  double f = 0;
   for (int64_t r0 = 0; r0 < L; r0 += kTrilBlock) {  // the products of the row blocks, as gemm_packed counts them
     const int64_t r1 = std::min(L, r0 + kTrilBlock);
-    cnt.flops += 2.0 * static_cast<double>(r1 - r0) * N * r1 * n;
+    f += 2.0 * static_cast<double>(r1 - r0) * N * r1 * nterms;
   }
+  return f;
 }
 
 void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_a, bool need_p, float* kt, float* A,

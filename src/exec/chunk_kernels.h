@@ -146,6 +146,10 @@ void lower_times(int64_t L, int64_t N, const float* M, int64_t ldm, const float*
                  float* C, int64_t ldc, Counters& cnt, bool repack = false, KeptOperand* kept = nullptr,
                  plan::Bf16Terms terms = {});
 
+// The flops lower_times counts for nterms products of an L x L lower-triangular left operand by [L, N]: each
+// row block [r0, r1) of kTrilBlock times the leading r1 rows.
+double lower_times_flops(int64_t L, int64_t N, int nterms);
+
 // How a chunk's bf16 score products pack K^T (plan/packing.h): once for both (keep_keys), once for each
 // product, or for every row block of each (repack). Results are the same bits in every case.
 struct ScorePacking {
@@ -175,6 +179,10 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
 // keys in either layout (gemm_tn_bf16 and the packed panel's gemm_nn_bf16 run the same chains).
 void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,
                             Counters& cnt);
+// The same with Vd already packed (the fused V' = T R's decayed output, kernels/kernel_set.h
+// lower_times_split_bf16).
+void update_state_from_packed(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const Bf16Operand& vd,
+                              float* dst, Counters& cnt);
 
 // gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
@@ -202,6 +210,9 @@ class StateOperand {
   // The same for X given as bf16 rows (bf16 mode only), each row r of out times row_factors[r] (null: 1) in
   // the product's registers (RowScale).
   void times(int64_t L, const uint16_t* X, float* out, Counters& cnt, const float* row_factors = nullptr);
+  // The packed state (bf16 mode), for a fused product that reads it: packed by this call unless kept from an
+  // earlier product.
+  const Bf16Operand& packed();
 
  private:
   const float* S_;
@@ -209,7 +220,6 @@ class StateOperand {
   Bf16Operand* packed_;
   bool keep_;
   bool is_packed_ = false;
-  const Bf16Operand& packed();
 };
 
 }  // namespace hanpu

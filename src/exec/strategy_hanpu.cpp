@@ -25,6 +25,7 @@
 // with fq = scale / |q|, fk = 1 / |k| (1 / sqrt(sum x^2 + 1e-6); 1 without l2norm). Only one operand per
 // product then carries a fresh rounding. (KDA's per-channel decays cannot leave the operands.)
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 #include <map>
@@ -65,6 +66,8 @@ struct HeadWorkspace {
   AlignedVector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
   Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
   KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
+  KeptOperand R_split, Vn_split;          // fused bf16 GDN (fused_state_products): R's and V''s split packings
+  Bf16Operand Vd_packed;                  // and the update's decayed V', packed
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
@@ -140,6 +143,22 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
   if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
+// bf16 GDN on bf16 q and k whose plan runs V' = T R with R split and P V' with V' split (the AMX set's terms,
+// plan/packing.h): K S is finished on its way out of the GEMM as R's split packing, and V' = T R as V''s
+// split packing and the update's decayed V' packed (kernels/kernel_set.h residual_split_bf16_rows,
+// lower_times_split_bf16), so R and V' are never stored in fp32 and no pass packs them. Bit for bit the
+// unfused steps' values (their kernel-set definitions). Not with the packing ablation's pack-always.
+bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results,
+                          const std::function<plan::Bf16Terms(plan::OpCode)>& terms) {
+  if (!decay_on_results || !in.raw_qk || prog.repack_row_blocks) return false;
+  for (plan::OpCode op : {plan::OpCode::kKS, plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV,
+                          plan::OpCode::kKtV}) {
+    if (std::find(prog.ops.begin(), prog.ops.end(), op) == prog.ops.end()) return false;
+  }
+  const plan::Bf16Terms tr = terms(plan::OpCode::kVnFromTR), pv = terms(plan::OpCode::kPV);
+  return !tr.fp32 && !tr.left && tr.right && !pv.fp32 && pv.right;
+}
+
 // #4-#6 and the state update of a prepared chunk, the plan's steps in the plan's order (exec/chunk_program.h),
 // with the head's state S [K, Vc] updated in place (every read of S precedes the update) or through
 // S_next (old and new state co-reside until the chunk ends).
@@ -164,6 +183,9 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
+  const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, terms);
+  ws.R_split.valid = ws.Vn_split.valid = false;
+  if (fused) vn_kept = &ws.Vn_split;
   StepTimer timer(cnt, Part::kVector);
   ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
@@ -173,6 +195,13 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
         break;
       case plan::OpCode::kKS:
+        if (fused) {  // R = diag(beta) (V - diag(e^G fk) (K S)), split-packed on its way out
+          simd::residual_split_bf16_rows(L, Vc, K, in.kb.data(), K, state.packed(), in.ek.data(), in.beta.data(),
+                                         in.v.data(), &ws.R_split.packed, &ws.R_split.low);
+          ws.R_split.valid = ws.R_split.split = true;
+          cnt.flops += 2.0 * static_cast<double>(L) * Vc * K;
+          break;
+        }
         decayed_times_state(decay_on_results, L, Vc, in.k.data(), in.raw_qk ? in.kb.data() : nullptr, in.ek.data(),
                             ws.KQ.data(), state, e, in.k_factors(), ws.KS.data(), cnt);
         break;
@@ -185,8 +214,18 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
                             ws.Qs.data(), state, e, in.q_factors(), ws.O.data(), cnt);
         qs_done = true;
         break;
-      case plan::OpCode::kR: simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data()); break;
+      case plan::OpCode::kR:
+        if (!fused) simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
+        break;
       case plan::OpCode::kVnFromTR:
+        if (fused) {  // V' = T hi(R) + T lo(R), split-packed, and diag(e^{G_last - G} fk) V' packed for the update
+          const Bf16LowerTerm t[2] = {{pc.T.data(), C, &ws.R_split.packed}, {pc.T.data(), C, &ws.R_split.low}};
+          simd::lower_times_split_bf16(L, Vc, 2, t, &ws.Vn_split.packed, &ws.Vn_split.low, in.eg_last.data(),
+                                       in.k_factors(), &ws.Vd_packed);
+          ws.Vn_split.valid = ws.Vn_split.split = true;
+          cnt.flops += lower_times_flops(L, Vc, 2);
+          break;
+        }
         lower_times(L, Vc, pc.T.data(), C, ws.X.data(), Vc, false, ws.Vn.data(), Vc, cnt, rp, nullptr, terms(op));
         break;
       case plan::OpCode::kKb:
@@ -220,6 +259,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         }
         break;
       case plan::OpCode::kKtV:
+        if (fused) {  // the decayed V' that V' = T R packed
+          update_state_from_packed(in, L, Vc, S, ws.Vd_packed, dst, cnt);
+          break;
+        }
         if (decay_on_results) {  // K^T (diag(e^{G_last - G}) V'): K from its bf16 rows, or read transposed in
                                  // place or from a panel (either layout: the same bits)
           simd::scale_rows(L, Vc, ws.Vn.data(), Vc, in.eg_last.data(), 1, in.k_factors(), ws.Vd.data(), Vc);

@@ -19,21 +19,6 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i to_bf16_pa
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 from x0, 16-31 from x1
 }
 
-// After cvtne2ps of rows 2p (x0) and 2p + 1 (x1): bf16 lane i < 16 is x0[i], lane 16 + i is x1[i]; this
-// permutation interleaves them into the words (x0[i], x1[i]).
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_interleave() {
-  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_load_si512(kInterleave);
-}
-
-// The rounded halves of a cvtne2ps result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
-template <int Half>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
-  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
-}
-
 // pack_pairs; the low term with Split (exact in fp32; VCVTNE2PS2BF16 rounds as bf16_residual's bf16(x) does,
 // NaNs quieted the same way, and a subnormal x or low term packs to zero either way).
 template <bool Split>
@@ -50,13 +35,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pairs(int64_t N, int
       const __mmask16 m = first_lanes(n);
       const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
       const __m512 x1 = has_r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
-      const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
-      _mm512_storeu_si512(hi + p * Np + j, _mm512_permutexvar_epi16(idx, pairs));
-      if constexpr (Split) {
-        const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
-        const __m512i low = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0));
-        _mm512_storeu_si512(lo + p * Np + j, _mm512_permutexvar_epi16(idx, low));
-      }
+      __m512i low;
+      _mm512_storeu_si512(hi + p * Np + j, pair_words(x0, x1, idx, Split ? &low : nullptr));
+      if constexpr (Split) _mm512_storeu_si512(lo + p * Np + j, low);
     }
   }
 }

@@ -20,6 +20,34 @@ inline __mmask16 first_lanes(int64_t n) { return n >= kLanes ? 0xFFFF : static_c
 
 inline int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
+// After VCVTNE2PS2BF16 of rows 2p (x0) and 2p + 1 (x1): bf16 lane i < 16 is x0[i], lane 16 + i is x1[i]; this
+// permutation interleaves them into the words (x0[i], x1[i]).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_interleave() {
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_load_si512(kInterleave);
+}
+
+// The rounded halves of a VCVTNE2PS2BF16 result as fp32: bf16 lanes [16 half, 16 half + 16) widened (exact).
+template <int Half>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 widen_half(__m512i bf) {
+  const __m256i h = _mm512_extracti64x4_epi64(bf, Half);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+
+// The 16 pair words of two rows' 16 values x0 (row 2p) and x1 (row 2p + 1): bf16(x0[i]), bf16(x1[i]) rounded
+// to nearest even (NaNs quiet); with lo, the words of the residuals x - bf16(x) too (exact in fp32; a
+// subnormal packs to zero either way). `idx` is pair_interleave(). Every packing of pairs goes through it.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i pair_words(__m512 x0, __m512 x1, __m512i idx,
+                                                                                __m512i* lo) {
+  const __m512i pairs = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));  // lanes 0-15 x0, 16-31 x1
+  if (lo) {
+    const __m512 d0 = _mm512_sub_ps(x0, widen_half<0>(pairs)), d1 = _mm512_sub_ps(x1, widen_half<1>(pairs));
+    *lo = _mm512_permutexvar_epi16(idx, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(d1, d0)));
+  }
+  return _mm512_permutexvar_epi16(idx, pairs);
+}
+
 // One pair word of a bf16 row: (x[2p], x[2p + 1]), the high half zero past Kd.
 inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
   return x[2 * p] | (2 * p + 1 < Kd ? static_cast<uint32_t>(x[2 * p + 1]) << 16 : 0u);

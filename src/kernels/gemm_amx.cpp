@@ -168,14 +168,15 @@ HANPU_AMX inline void c_out(bool acc, const Window& w, float* scratch) {
 // factors of a 64 x 128 x 128 product cost 0.55 us as a pass over C after the product (C left L1 while the
 // blocks ran), less here, where each block's rows are scaled while in L1; one scratch tile per C tile lets
 // the four stores or loads of a block proceed without waiting on each other's vector work.
+// The block's operands start at A's row i and B's column j; its C at Cb (row stride ldc) and its rows'
+// factors at rs.s (both already at the block's first row).
 template <int MT, int NT>
-HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t steps, bool acc, float* C, int64_t ldc,
+HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t steps, bool acc, float* Cb, int64_t ldc,
                      int64_t rows, int64_t cols, RowScale rs) {
   alignas(64) float scratch[4][kTile * kTile];
   const auto window = [&](int mi, int ni) {
-    const int64_t r0 = i + kTile * mi;
-    return Window{C + r0 * ldc + j + kTile * ni, ldc, std::min(kTile, rows - kTile * mi),
-                  std::min(kTile, cols - kTile * ni), rs.s ? rs.s + r0 * rs.stride : nullptr, rs.stride};
+    return Window{Cb + kTile * mi * ldc + kTile * ni, ldc, std::min(kTile, rows - kTile * mi),
+                  std::min(kTile, cols - kTile * ni), rs.s ? rs.s + kTile * mi * rs.stride : nullptr, rs.stride};
   };
   c_in<0>(acc, window(0, 0), scratch[0]);
   if constexpr (NT > 1) c_in<1>(acc, window(0, 1), scratch[1]);
@@ -214,9 +215,36 @@ HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t
   for (int64_t i = 0; i < M; i += 2 * kTile) {
     const int64_t rows = std::min(2 * kTile, M - i);
     const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;  // i is a multiple of 32
+    const RowScale rsi{rs.s ? rs.s + i * rs.stride : nullptr, rs.stride};
     for (int64_t j = 0; j < N; j += 2 * kTile) {
       const int64_t cols = std::min(2 * kTile, N - j);
-      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C, ldc, rows, cols, rs);
+      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C + i * ldc + j, ldc, rows, cols, rsi);
+    }
+  }
+}
+
+// A plain product C = sum of the nt products (as multiply computes it, lower or not) handed block by block
+// to `finish` instead of stored: each 32 x 32 block of C (rows [i, i + rows), columns [j, j + cols)) as its
+// tiles left it, in a 32 x 32 scratch (row stride 32; its entries past rows or cols are not C's), while it
+// is in L1. finish(i, j, rows, cols, scratch) writes what the product's consumers read.
+template <class Finish>
+HANPU_AMX void multiply_finished(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower,
+                                 Finish&& finish) {
+  use_amx_tiles();
+  using BlockFn =
+      void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
+  const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
+  alignas(64) float c[2 * kTile * 2 * kTile];
+  for (int64_t i = 0; i < M; i += 2 * kTile) {
+    const int64_t rows = std::min(2 * kTile, M - i);
+    const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;
+    for (int64_t j = 0; j < N; j += 2 * kTile) {
+      const int64_t cols = std::min(2 * kTile, N - j);
+      const int mt = rows > kTile ? 2 : 1, nt_ = cols > kTile ? 2 : 1;
+      // Whole tiles into the scratch (their rows past M and columns past N are zero products: A's rows and
+      // B's columns are zero-padded to whole tiles).
+      fns[mt - 1][nt_ - 1](nt, t, i, j, steps, false, c, 2 * kTile, kTile * mt, kTile * nt_, RowScale{});
+      finish(i, j, rows, cols, static_cast<const float*>(c));
     }
   }
 }
@@ -353,9 +381,9 @@ void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, co
 }
 
 // KernelSet::gemm_bf16_rows: bf16 rows are tile rows; read in place when no padding is needed.
-void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
-               float* C, int64_t ldc, RowScale rs) {
-  if (M <= 0 || N <= 0) return;
+// A as bf16 rows [M, Kd] for B's words: the rows in place when they are whole tiles (M % 16 == 0, Kd % 32
+// == 0), else a zero-padded per-thread copy of their pair words.
+Operands rows_operands(int64_t M, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B) {
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd);
   Operands t{reinterpret_cast<const char*>(A), lda * 2, reinterpret_cast<const char*>(words_of(B)), B.ld * 4};
   if (M % kTile != 0 || Kd % (2 * kTile) != 0) {
@@ -370,7 +398,14 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
     t.a = reinterpret_cast<const char*>(w);
     t.as = Kpp * 4;
   }
-  multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc, rs);
+  return t;
+}
+
+void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
+               float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0) return;
+  const Operands t = rows_operands(M, Kd, A, lda, B);
+  multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc, rs);
 }
 
 // KernelSet::gemm_bf16_rows_tn: X^T's pair panel from the bf16 rows, then its tile rows by transposition.
@@ -385,21 +420,116 @@ void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t l
   multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc, rs);
 }
 
-// KernelSet::lower_times_bf16: each term's A to tile rows once, then every 32-row block's terms chained in
-// the C tiles, up to the steps that reach its diagonal.
-void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C, int64_t ldc) {
-  if (L <= 0 || N <= 0 || nterms <= 0) return;
+// Each term's A to tile rows once (a left operand shared by several terms, as T by hi(R) and lo(R), once for
+// all of them), into t.
+void lower_operands(int64_t L, int nterms, const Bf16LowerTerm* terms, Operands* t) {
   thread_local AlignedVector<uint32_t> abuf[kMaxLowerTerms];
-  Operands t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) {
-    // A split right operand's two terms share their left one (T hi(R) + T lo(R)): its tile rows are made once.
     int same = 0;
     while (same < k && (terms[same].A != terms[k].A || terms[same].lda != terms[k].lda)) ++same;
     const uint32_t* a = same < k ? reinterpret_cast<const uint32_t*>(t[same].a)
                                  : left_rows(L, L, terms[k].A, terms[k].lda, &abuf[k]);
     t[k] = operands(a, padded_pairs(L), words_of(*terms[k].B), terms[k].B->ld);
   }
+}
+
+// KernelSet::lower_times_bf16: the terms' tile rows, then every 32-row block's terms chained in the C tiles,
+// up to the steps that reach its diagonal.
+void lower_times(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C, int64_t ldc) {
+  if (L <= 0 || N <= 0 || nterms <= 0) return;
+  Operands t[kMaxLowerTerms];
+  lower_operands(L, nterms, terms, t);
   multiply(L, N, nterms, t, padded_pairs(L) / kTile, true, acc, C, ldc);
+}
+
+// Packed outputs written block by block from a product's 32 x 32 scratch (multiply_finished): the pair
+// words of rows [i, i + 32) are pair rows [i / 2, i / 2 + 16) of an operand packed as pack_bf16 lays out a
+// [M, N] matrix (Kpp = ceil16(ceil(M / 2)) rows of Np = ceil16(N) words), the same words pack_pairs writes,
+// zeros included: rows past M and columns past N are zero (A row blocks of 32 cover the padded pair rows
+// exactly: ceil32(M) / 2 = Kpp).
+struct PackedOut {
+  uint32_t* w;
+  int64_t ld;
+  static PackedOut of(int64_t M, int64_t N, Bf16Operand* out) {
+    const int64_t Np = round_up(N, kTile);
+    return {reinterpret_cast<uint32_t*>(out->reshape(M, N, Np, padded_pairs(M) * Np)), Np};
+  }
+  uint32_t* at(int64_t row, int64_t col) const { return w + row / 2 * ld + col; }
+};
+
+// For each pair of rows (r, r + 1) of a finished block and each 16 columns of it: x(r) and x(r + 1) as fp32
+// vectors (x(row, c0, mask) gives row's 16 values from column c0, zero past the mask), handed to emit(pair
+// row's first row, column, x0, x1, mask). Rows past the block's `rows` are zero.
+template <class Row, class Emit>
+HANPU_AMX void for_row_pairs(int64_t i, int64_t j, int64_t rows, int64_t cols, Row&& x, Emit&& emit) {
+  for (int64_t q = 0; q < 2 * kTile; q += 2) {
+    for (int64_t n = 0; n < cols; n += kTile) {
+      const __mmask16 m = first_lanes(cols - n);
+      const __m512 x0 = q < rows ? x(q, n, m) : _mm512_setzero_ps();
+      const __m512 x1 = q + 1 < rows ? x(q + 1, n, m) : _mm512_setzero_ps();
+      emit(i + q, j + n, x0, x1, m);
+    }
+  }
+}
+
+// KernelSet::residual_split_bf16_rows on the tiles: each block of K S leaves the tiles as
+// R = beta (V - s (K S)) (residual_split_bf16_rows_by_parts's multiplies and subtraction, in its order) and
+// goes straight into R's split pair words.
+HANPU_AMX void residual_split(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
+                    const Bf16Operand& B, const float* s, const float* beta, const float* V, Bf16Operand* hi,
+                    Bf16Operand* lo) {
+  const PackedOut h = PackedOut::of(M, N, hi), l = PackedOut::of(M, N, lo);
+  if (M <= 0 || N <= 0) return;
+  const Operands t = rows_operands(M, Kd, A, lda, B);
+  const __m512i idx = bf16_pairs::pair_interleave();
+  multiply_finished(M, N, 1, &t, padded_pairs(Kd) / kTile, false,
+                    [&](int64_t i, int64_t j, int64_t rows, int64_t cols, const float* c) HANPU_AMX {
+                      const auto r = [&](int64_t q, int64_t n, __mmask16 m) HANPU_AMX {
+                        const int64_t row = i + q;
+                        // rounded before the subtraction, as the unfused form stores it: GCC would contract
+                        // _mm512_mul_ps (a plain vector multiply to it) and the subtraction into an FMA
+                        const __m512 ks = _mm512_mul_round_ps(_mm512_load_ps(c + q * 2 * kTile + n),
+                                                              _mm512_set1_ps(s[row]), _MM_FROUND_CUR_DIRECTION);
+                        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, V + row * N + j + n), ks);
+                        return _mm512_maskz_mul_ps(m, _mm512_set1_ps(beta[row]), d);
+                      };
+                      for_row_pairs(i, j, rows, cols, r, [&](int64_t row, int64_t col, __m512 x0, __m512 x1, __mmask16) HANPU_AMX {
+                        __m512i low;
+                        _mm512_storeu_si512(h.at(row, col), bf16_pairs::pair_words(x0, x1, idx, &low));
+                        _mm512_storeu_si512(l.at(row, col), low);
+                      });
+                    });
+}
+
+// KernelSet::lower_times_split_bf16 on the tiles: each block of X = sum_t A_t B_t leaves the tiles as X's
+// split pair words and the pair words of diag(f) X.
+HANPU_AMX void lower_times_split(const KernelSet&, int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms,
+                       Bf16Operand* hi, Bf16Operand* lo, const float* scale, const float* rowscale,
+                       Bf16Operand* scaled) {
+  const PackedOut h = PackedOut::of(L, N, hi), l = PackedOut::of(L, N, lo), d = PackedOut::of(L, N, scaled);
+  if (L <= 0 || N <= 0 || nterms <= 0) return;
+  Operands t[kMaxLowerTerms];
+  lower_operands(L, nterms, terms, t);
+  const __m512i idx = bf16_pairs::pair_interleave();
+  multiply_finished(L, N, nterms, t, padded_pairs(L) / kTile, true,
+                    [&](int64_t i, int64_t j, int64_t rows, int64_t cols, const float* c) HANPU_AMX {
+                      const auto x = [&](int64_t q, int64_t n, __mmask16 m) HANPU_AMX {
+                        return _mm512_maskz_load_ps(m, c + q * 2 * kTile + n);
+                      };
+                      for_row_pairs(i, j, rows, cols, x, [&](int64_t row, int64_t col, __m512 x0, __m512 x1, __mmask16 m) HANPU_AMX {
+                        __m512i low;
+                        _mm512_storeu_si512(h.at(row, col), bf16_pairs::pair_words(x0, x1, idx, &low));
+                        _mm512_storeu_si512(l.at(row, col), low);
+                        // scale_rows' factor per row: scale[r] * rowscale[r] (1 without rowscale), then one multiply
+                        const auto f = [&](int64_t r) {
+                          return r < L ? scale[r] * (rowscale ? rowscale[r] : 1.0f) : 0.0f;
+                        };
+                        // (masked: past N the words are +0, as packing's masked loads give, not 0 times f)
+                        const __m512 y0 = _mm512_maskz_mul_ps(m, x0, _mm512_set1_ps(f(row)));
+                        const __m512 y1 = _mm512_maskz_mul_ps(m, x1, _mm512_set1_ps(f(row + 1)));
+                        _mm512_storeu_si512(d.at(row, col), bf16_pairs::pair_words(y0, y1, idx, nullptr));
+                      });
+                    });
 }
 
 // The bf16 peak: the overlap probe's AMX stream alone (four TDPBF16PS chains a step on the C tiles of a 2 x 2
@@ -436,6 +566,8 @@ void append_amx_kernel_sets(std::vector<KernelSet>* out) {
     k.gemm_bf16_rows = &gemm_rows;
     k.gemm_bf16_rows_tn = &gemm_rows_tn;
     k.lower_times_bf16 = &lower_times;
+    k.residual_split_bf16_rows = &residual_split;
+    k.lower_times_split_bf16 = &lower_times_split;
     k.bf16_unit = "AMX tiles (TDPBF16PS)";
     k.bf16_peak = &amx_peak;
     k.bf16_matrix_engine = true;

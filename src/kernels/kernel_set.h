@@ -58,6 +58,16 @@ struct RowScale {
   int64_t stride = 1;
 };
 
+struct KernelSet;
+
+// The default forms of KernelSet's fused bf16 entries: the set's own entries, composed (kernels/fused_bf16.cpp).
+void residual_split_bf16_rows_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const uint16_t* A,
+                                       int64_t lda, const Bf16Operand& B, const float* s, const float* beta,
+                                       const float* V, Bf16Operand* hi, Bf16Operand* lo);
+void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N, int nterms,
+                                     const Bf16LowerTerm* terms, Bf16Operand* hi, Bf16Operand* lo, const float* scale,
+                                     const float* rowscale, Bf16Operand* scaled);
+
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
   int64_t gemm_column_block;   // column splits of a GEMM at multiples of this give identical columns
@@ -161,6 +171,23 @@ struct KernelSet {
   // engine runs a bf16 plan's two-term split products in fp32 where this is no more than their products
   // (plan/packing.h bf16_terms).
   double bf16_rate_over_fp32 = 1;
+  // The bf16 GDN step's fused products (exec/chunk_kernels.h): each is, bit for bit, its default, the set's
+  // own entries composed (self is the set), which writes the product's fp32 value and passes over it; a set
+  // may instead finish each block of the product on its way out of the registers or tiles, so that the fp32
+  // value is never stored (the AMX set). Both write packed operands, as pack_bf16 / pack_bf16_split lay
+  // them out.
+  // residual_split_bf16_rows: R = diag(beta) (V - diag(s) (A B)) for A [M, Kd] as bf16 rows (row stride
+  //   lda), B packed [Kd, N], V [M, N] contiguous: GDN's residual from K S; R's two-term split into hi, lo
+  //   (gemm_bf16_rows with RowScale{s, 1}, beta_residual, pack_bf16_split).
+  void (*residual_split_bf16_rows)(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const uint16_t* A,
+                                   int64_t lda, const Bf16Operand& B, const float* s, const float* beta,
+                                   const float* V, Bf16Operand* hi, Bf16Operand* lo) = &residual_split_bf16_rows_by_parts;
+  // lower_times_split_bf16: X = sum_t bf16(A_t) B_t [L, N] (lower_times_bf16, not accumulating): V' = T R; X's
+  //   two-term split into hi, lo (pack_bf16_split), and diag(f) X into scaled with f_r = scale[r] rowscale[r]
+  //   (scale_rows' factor, sw = 1; rowscale may be null), pack_bf16: GDN's decayed V' for the update.
+  void (*lower_times_split_bf16)(const KernelSet& self, int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms,
+                                 Bf16Operand* hi, Bf16Operand* lo, const float* scale, const float* rowscale,
+                                 Bf16Operand* scaled) = &lower_times_split_bf16_by_parts;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

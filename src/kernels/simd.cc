@@ -722,6 +722,24 @@ void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* ter
   active_kernels().lower_times_bf16(L, N, nterms, terms, accumulate, C, ldc);
 }
 
+void residual_split_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
+                              const float* s, const float* beta, const float* V, Bf16Operand* hi, Bf16Operand* lo) {
+  check_packed_call(N, Kd, B);
+  const KernelSet& k = active_kernels();
+  k.residual_split_bf16_rows(k, M, N, Kd, A, lda, B, s, beta, V, hi, lo);
+}
+
+void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, Bf16Operand* hi,
+                            Bf16Operand* lo, const float* scale, const float* rowscale, Bf16Operand* scaled) {
+  if (nterms < 1 || nterms > kMaxLowerTerms) {
+    std::fprintf(stderr, "hanpu: lower_times_split_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
+    std::abort();
+  }
+  for (int k = 0; k < nterms; ++k) check_packed_call(N, L, *terms[k].B);
+  const KernelSet& k = active_kernels();
+  k.lower_times_split_bf16(k, L, N, nterms, terms, hi, lo, scale, rowscale, scaled);
+}
+
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
 

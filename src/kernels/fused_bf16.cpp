@@ -1,0 +1,44 @@
+// The default forms of the kernel sets' fused bf16 entries (kernels/kernel_set.h): the set's own entries in
+// sequence, through per-thread fp32 buffers. They define the fused entries' values; a set that fuses them
+// (kernels/gemm_amx.cpp) is tested against these bit for bit (tests/test_kernel_sets.cpp).
+#include <cstdint>
+
+#include "core/aligned.h"
+#include "kernels/kernel_set.h"
+
+namespace hanpu {
+
+namespace {
+
+// A per-thread buffer of n floats (grown, never shrunk).
+float* scratch(AlignedVector<float>* buf, int64_t n) {
+  if (static_cast<int64_t>(buf->size()) < n) buf->resize(static_cast<std::size_t>(n));
+  return buf->data();
+}
+
+}  // namespace
+
+void residual_split_bf16_rows_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const uint16_t* A,
+                                       int64_t lda, const Bf16Operand& B, const float* s, const float* beta,
+                                       const float* V, Bf16Operand* hi, Bf16Operand* lo) {
+  thread_local AlignedVector<float> ks_buf, r_buf;
+  float* ks = scratch(&ks_buf, M * N);
+  float* r = scratch(&r_buf, M * N);
+  self.gemm_bf16_rows(M, N, Kd, A, lda, B, false, ks, N, RowScale{s, 1});
+  self.beta_residual(M, N, beta, V, ks, r);
+  self.pack_bf16_split(M, N, r, N, hi, lo);
+}
+
+void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N, int nterms,
+                                     const Bf16LowerTerm* terms, Bf16Operand* hi, Bf16Operand* lo, const float* scale,
+                                     const float* rowscale, Bf16Operand* scaled) {
+  thread_local AlignedVector<float> x_buf, y_buf;
+  float* x = scratch(&x_buf, L * N);
+  float* y = scratch(&y_buf, L * N);
+  self.lower_times_bf16(L, N, nterms, terms, false, x, N);
+  self.pack_bf16_split(L, N, x, N, hi, lo);
+  self.scale_rows(L, N, x, N, scale, 1, rowscale, y, N);
+  self.pack_bf16(L, N, y, N, scaled);
+}
+
+}  // namespace hanpu
