@@ -224,6 +224,57 @@ void check_fused_bf16(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// gemm_terms_bf16 against its definition (kernels/fused_bf16.cpp), value for value, for one to three terms,
+// A read as stored or transposed, with and without accumulation and row factors (one for all rows, or per
+// row), at sizes off the tiles; and its one-term transposed form against gemm_tn_bf16 on B's source (the
+// engine's dense update layout gives the packed layout's bits).
+void check_gemm_terms_bf16(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t M : {int64_t{1}, int64_t{17}, int64_t{128}}) {
+    for (int64_t N : {int64_t{5}, int64_t{48}, int64_t{128}}) {
+      for (int64_t Kd : {int64_t{7}, int64_t{64}}) {
+        std::vector<Bf16Operand> B(kMaxLowerTerms);
+        std::vector<std::vector<float>> src(kMaxLowerTerms);
+        const Bf16Operand* b[kMaxLowerTerms];
+        for (int k = 0; k < kMaxLowerTerms; ++k) {
+          src[k] = randn(Kd * N, rng);
+          ks.pack_bf16(Kd, N, src[k].data(), N, &B[k]);
+          b[k] = &B[k];
+        }
+        const std::vector<float> s = randn(M, rng);
+        const int64_t ldc = N + 1;
+        const std::vector<float> C0 = randn(M * ldc, rng);
+        for (bool trans_a : {false, true}) {
+          const int64_t lda = (trans_a ? M : Kd) + 2;
+          const std::vector<float> A = randn((trans_a ? Kd : M) * lda, rng);
+          for (int nt = 1; nt <= kMaxLowerTerms; ++nt) {
+            for (bool acc : {false, true}) {
+              for (int64_t stride : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+                const RowScale rs = stride < 0 ? RowScale{} : RowScale{s.data(), stride};
+                std::vector<float> want = C0, got = C0;
+                gemm_terms_bf16_by_parts(ks, M, N, Kd, A.data(), lda, trans_a, nt, b, acc, want.data(), ldc, rs);
+                ks.gemm_terms_bf16(ks, M, N, Kd, A.data(), lda, trans_a, nt, b, acc, got.data(), ldc, rs);
+                for (std::size_t i = 0; i < want.size(); ++i) {
+                  ASSERT_EQ(want[i], got[i]) << ks.name << " M " << M << " N " << N << " Kd " << Kd << " terms " << nt
+                                             << (trans_a ? " A^T" : "") << (acc ? " accumulated" : "") << " factors "
+                                             << stride << " at " << i;
+                }
+              }
+            }
+          }
+          if (!trans_a) continue;
+          std::vector<float> want = C0, got = C0;
+          ks.gemm_tn_bf16(M, N, Kd, A.data(), lda, src[0].data(), N, true, want.data(), ldc);
+          ks.gemm_terms_bf16(ks, M, N, Kd, A.data(), lda, true, 1, b, true, got.data(), ldc, RowScale{});
+          for (std::size_t i = 0; i < want.size(); ++i) {
+            ASSERT_EQ(want[i], got[i]) << ks.name << " against gemm_tn_bf16, M " << M << " N " << N << " Kd " << Kd
+                                       << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The row conversions bit for bit against the element-wise definitions (hanpu/tensor.h), on values that
 // exercise the rounding: ties both ways, carries into the exponent, overflow to infinity, subnormals,
 // signed zeros, infinities and NaNs (quiet and signalling), at lengths with vector tails.
@@ -876,6 +927,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_packed_bf16(ks, rng);
     check_lower_times_bf16(ks, rng);
     check_fused_bf16(ks, rng);
+    check_gemm_terms_bf16(ks, rng);
     check_bf16_rows(ks, rng);
     check_bf16_rows_tn(ks, rng);
     check_bf16_conversions(ks, rng);

@@ -306,21 +306,30 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, plan::Bf16Terms terms) {
   const int64_t K = in.K;
   const bool bf16 = cnt.bf16 && !terms.fp32, split = bf16 && terms.right;
-  decay_state(in, cols, S, dst);
-  if (bf16 && packed && vn_kept) {
-    gemm_packed(K, cols, L, keys, L, vn_kept->of(L, cols, Vn, cols, split), true, dst, cols, cnt);
-    if (split) gemm_packed(K, cols, L, keys, L, vn_kept->low, true, dst, cols, cnt);
+  if (bf16) {
+    // V' packed once (its split's two terms, or kept from P V'), the keys' tile rows made once, and both
+    // terms chained over the prior state, its decay e^{G_last} as the product's row factors: one pass of S
+    // through the GEMM (kernels/kernel_set.h gemm_terms_bf16) where decay_state and one product per term made
+    // three. The same bits: the factors' one multiply, then each term's chain in order.
+    thread_local Bf16Operand own_hi, own_lo;
+    const Bf16Operand* b[2] = {&own_hi, &own_lo};
+    if (vn_kept) {
+      b[0] = &vn_kept->of(L, cols, Vn, cols, split);
+      b[1] = &vn_kept->low;
+    } else {
+      pack_right(L, cols, Vn, cols, split, &own_hi, &own_lo);
+    }
+    if (dst != S) std::copy(S, S + K * cols, dst);
+    simd::gemm_terms_bf16(K, cols, L, keys, packed ? L : K, !packed, split ? 2 : 1, b, true, dst, cols,
+                          RowScale{in.g_last.data(), in.w == 1 ? 0 : 1});
+    cnt.flops += 2.0 * static_cast<double>(K) * cols * L * (split ? 2 : 1);
     return;
   }
-  // The bf16 GEMMs round V' to its high term; the low term is a second product.
-  const float* lo = split ? residual(L, cols, Vn, cols) : nullptr;
-  for (const float* v : {Vn, lo}) {
-    if (!v) continue;
-    if (packed) {
-      gemm_in(bf16, K, cols, L, keys, L, v, cols, true, dst, cols, cnt);
-    } else {
-      gemm_tn_in(bf16, K, cols, L, keys, K, v, cols, true, dst, cols, cnt);
-    }
+  decay_state(in, cols, S, dst);
+  if (packed) {
+    gemm_in(false, K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
+  } else {
+    gemm_tn_in(false, K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
   }
 }
 

@@ -168,7 +168,8 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
 // `packed`, the [K, L] panel pack_transposed made of them. V' is [L, cols]; with the panel, bf16 mode may
 // give V' as a kept operand (`vn_kept`, packed by this call unless an earlier product did). bf16 mode:
 // `terms` (plan/packing.h) right: V' enters as its two-term split (a second product on its low term); fp32:
-// the product runs on fp32 operands, as in exact mode.
+// the product runs on fp32 operands, as in exact mode. bf16 products run as one call (simd.h gemm_terms_bf16),
+// the decay as its row factors.
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept = nullptr,
                   plan::Bf16Terms terms = {});

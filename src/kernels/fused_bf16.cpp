@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/aligned.h"
+#include "kernels/bf16_round.h"
 #include "kernels/kernel_set.h"
 
 namespace hanpu {
@@ -39,6 +40,23 @@ void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N
   self.pack_bf16_split(L, N, x, N, hi, lo);
   self.scale_rows(L, N, x, N, scale, 1, rowscale, y, N);
   self.pack_bf16(L, N, y, N, scaled);
+}
+
+void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                              bool trans_a, int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc,
+                              RowScale rs) {
+  if (M <= 0 || N <= 0) return;
+  if (acc) scale_rows_by(rs, M, N, C, ldc);
+  thread_local AlignedVector<float> a_buf;
+  const float* a = A;
+  int64_t la = lda;
+  if (trans_a) {
+    a = scratch(&a_buf, M * Kd);
+    self.pack_transposed(Kd, M, A, lda, nullptr, 1, a_buf.data(), Kd);
+    la = Kd;
+  }
+  for (int t = 0; t < nterms; ++t) self.gemm_packed_bf16(M, N, Kd, a, la, *B[t], acc || t > 0, C, ldc);
+  if (!acc) scale_rows_by(rs, M, N, C, ldc);
 }
 
 }  // namespace hanpu

@@ -380,6 +380,27 @@ void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, co
   multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc);
 }
 
+// KernelSet::gemm_terms_bf16: op(A)'s tile rows made once (from its rows, or from its pair panel when
+// transposed, as gemm_bf16 makes them), then every block's terms chained in the C tiles with C's row factors
+// on their way in or out: one pass of C through the tiles for all the terms.
+void gemm_terms(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a,
+                int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0 || nterms <= 0) return;
+  thread_local AlignedVector<uint32_t> abuf, panel;
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
+  const uint32_t* a = nullptr;
+  if (trans_a) {
+    uint32_t* p = words(&panel, Kpp * Mp);
+    bf16_pairs::pack_pairs(M, Kd, A, lda, Mp, p, nullptr);
+    a = left_from_panel(Mp, Kp, Kpp, p, &abuf);
+  } else {
+    a = left_rows(M, Kd, A, lda, &abuf);
+  }
+  Operands t[kMaxLowerTerms];
+  for (int k = 0; k < nterms; ++k) t[k] = operands(a, Kpp, words_of(*B[k]), B[k]->ld);
+  multiply(M, N, nterms, t, Kpp / kTile, false, acc, C, ldc, rs);
+}
+
 // KernelSet::gemm_bf16_rows: bf16 rows are tile rows; read in place when no padding is needed.
 // A as bf16 rows [M, Kd] for B's words: the rows in place when they are whole tiles (M % 16 == 0, Kd % 32
 // == 0), else a zero-padded per-thread copy of their pair words.
@@ -568,6 +589,7 @@ void append_amx_kernel_sets(std::vector<KernelSet>* out) {
     k.lower_times_bf16 = &lower_times;
     k.residual_split_bf16_rows = &residual_split;
     k.lower_times_split_bf16 = &lower_times_split;
+    k.gemm_terms_bf16 = &gemm_terms;
     k.bf16_unit = "AMX tiles (TDPBF16PS)";
     k.bf16_peak = &amx_peak;
     k.bf16_matrix_engine = true;

@@ -67,6 +67,9 @@ void residual_split_bf16_rows_by_parts(const KernelSet& self, int64_t M, int64_t
 void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N, int nterms,
                                      const Bf16LowerTerm* terms, Bf16Operand* hi, Bf16Operand* lo, const float* scale,
                                      const float* rowscale, Bf16Operand* scaled);
+void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                              bool trans_a, int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc,
+                              RowScale rs);
 
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
@@ -188,6 +191,16 @@ struct KernelSet {
   void (*lower_times_split_bf16)(const KernelSet& self, int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms,
                                  Bf16Operand* hi, Bf16Operand* lo, const float* scale, const float* rowscale,
                                  Bf16Operand* scaled) = &lower_times_split_bf16_by_parts;
+  // gemm_terms_bf16: C = diag(s) C (accumulating; else 0) + sum_t bf16(op(A)) B_t [M, N] for nterms (1 to 3)
+  //   packed right operands read by one left operand, A [M, Kd] (row stride lda) or, with trans_a, stored [Kd,
+  //   M] and read transposed: the state update's K^T V' with V' split (KDA's) and its decay e^{G_last} S as
+  //   the row factors rs. Its default: C's rows scaled (before an accumulating product, after a plain one:
+  //   one multiply each, as RowScale defines), op(A) copied row-major
+  //   (pack_transposed), and gemm_packed_bf16 term after term, accumulating from the first (a set's
+  //   gemm_tn_bf16 runs the chains of gemm_nn_bf16 on the transposed copy).
+  void (*gemm_terms_bf16)(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                          bool trans_a, int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc,
+                          RowScale rs) = &gemm_terms_bf16_by_parts;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

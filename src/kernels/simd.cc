@@ -740,6 +740,17 @@ void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTer
   k.lower_times_split_bf16(k, L, N, nterms, terms, hi, lo, scale, rowscale, scaled);
 }
 
+void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a, int nterms,
+                     const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  if (nterms < 1 || nterms > kMaxLowerTerms) {
+    std::fprintf(stderr, "hanpu: gemm_terms_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
+    std::abort();
+  }
+  for (int k = 0; k < nterms; ++k) check_packed_call(N, Kd, *B[k]);
+  const KernelSet& k = active_kernels();
+  k.gemm_terms_bf16(k, M, N, Kd, A, lda, trans_a, nterms, B, accumulate, C, ldc, rs);
+}
+
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
 

@@ -85,6 +85,10 @@ void residual_split_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* 
                               const float* s, const float* beta, const float* V, Bf16Operand* hi, Bf16Operand* lo);
 void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, Bf16Operand* hi,
                             Bf16Operand* lo, const float* scale, const float* rowscale, Bf16Operand* scaled);
+// C = diag(s) C (accumulating) + sum_t bf16(op(A)) B_t for 1 to 3 packed B_t read by one left operand (A
+// [M, Kd], or stored [Kd, M] with trans_a): the state update's terms in one pass of C (kernels/kernel_set.h).
+void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a, int nterms,
+                     const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs = {});
 
 // T = (I + A)^-1 on one m x m diagonal block (m <= kTrilBlock; A strictly lower, row stride lda; T row
 // stride ldt, its upper part not written): the forward substitution of kernels/tril_inverse.h
