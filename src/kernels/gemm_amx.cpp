@@ -359,20 +359,24 @@ void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, 
 
 // KernelSet::gemm_nn_bf16 / gemm_tn_bf16: both operands packed per call (A's tile rows from its rows, or from
 // its pair panel when transposed), then the tile product.
+// op(A)'s tile rows in a per-thread buffer: from A's rows [M, Kd], or, with trans_a (A stored [Kd, M]), from
+// its pair panel by transposition.
+const uint32_t* left_operand(int64_t M, int64_t Kd, const float* A, int64_t lda, bool trans_a) {
+  thread_local AlignedVector<uint32_t> abuf, panel;
+  if (!trans_a) return left_rows(M, Kd, A, lda, &abuf);
+  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
+  uint32_t* p = words(&panel, Kpp * Mp);
+  bf16_pairs::pack_pairs(M, Kd, A, lda, Mp, p, nullptr);
+  return left_from_panel(Mp, Kp, Kpp, p, &abuf);
+}
+
 template <bool TransA>
 void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool acc,
                float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local AlignedVector<uint32_t> abuf, panel, bbuf;
-  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Np = round_up(N, kTile), Mp = round_up(M, kTile);
-  const uint32_t* a = nullptr;
-  if (TransA) {
-    uint32_t* p = words(&panel, Kpp * Mp);
-    bf16_pairs::pack_pairs(M, Kd, A, lda, Mp, p, nullptr);
-    a = left_from_panel(Mp, Kp, Kpp, p, &abuf);
-  } else {
-    a = left_rows(M, Kd, A, lda, &abuf);
-  }
+  thread_local AlignedVector<uint32_t> bbuf;
+  const int64_t Kpp = padded_pairs(Kd), Np = round_up(N, kTile);
+  const uint32_t* a = left_operand(M, Kd, A, lda, TransA);
   uint32_t* b = words(&bbuf, Kpp * Np);
   bf16_pairs::pack_pairs(N, Kd, B, ldb, Np, b, nullptr);
   pad_right(Kd, Np, b);
@@ -386,16 +390,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, co
 void gemm_terms(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a,
                 int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc, RowScale rs) {
   if (M <= 0 || N <= 0 || nterms <= 0) return;
-  thread_local AlignedVector<uint32_t> abuf, panel;
-  const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
-  const uint32_t* a = nullptr;
-  if (trans_a) {
-    uint32_t* p = words(&panel, Kpp * Mp);
-    bf16_pairs::pack_pairs(M, Kd, A, lda, Mp, p, nullptr);
-    a = left_from_panel(Mp, Kp, Kpp, p, &abuf);
-  } else {
-    a = left_rows(M, Kd, A, lda, &abuf);
-  }
+  const int64_t Kpp = padded_pairs(Kd);
+  const uint32_t* a = left_operand(M, Kd, A, lda, trans_a);
   Operands t[kMaxLowerTerms];
   for (int k = 0; k < nterms; ++k) t[k] = operands(a, Kpp, words_of(*B[k]), B[k]->ld);
   multiply(M, N, nterms, t, Kpp / kTile, false, acc, C, ldc, rs);
