@@ -53,6 +53,9 @@ inline uint32_t pair_word(const uint16_t* x, int64_t p, int64_t Kd) {
   return x[2 * p] | (2 * p + 1 < Kd ? static_cast<uint32_t>(x[2 * p + 1]) << 16 : 0u);
 }
 
+// dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 block of 32-bit words.
+void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd);
+
 // A [M, Kd] rounded to bf16 rows (nearest, ties to even): row r's Kp words at out + r * ldo.
 void pack_rows(int64_t M, int64_t Kd, const float* A, int64_t lda, uint32_t* out, int64_t ldo);
 

@@ -274,39 +274,13 @@ const uint32_t* left_rows(int64_t M, int64_t Kd, const float* A, int64_t lda, Al
   return w;
 }
 
-// dst[c, r] = src[r, c] for a 16 x 16 block of words (row strides lds, ldd): 32-bit pairs, 64-bit pairs,
-// then 128-bit lanes twice.
-HANPU_AMX void transpose16(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-  __m512i r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + i * lds);
-  for (int i = 0; i < 16; i += 2) {  // t[i] lane L: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1]; t[i+1]: +2
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 16; g += 4) {  // r[g + c] lane L: column 4L + c of rows g..g+3
-    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {  // output row 4L + c: lane L of r[c], r[4 + c], r[8 + c], r[12 + c]
-    const __m512i a0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), a1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);
-    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
-    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
-    _mm512_storeu_si512(dst + (0 + c) * ldd, _mm512_shuffle_i32x4(a0, b0, 0x88));
-    _mm512_storeu_si512(dst + (4 + c) * ldd, _mm512_shuffle_i32x4(a1, b1, 0x88));
-    _mm512_storeu_si512(dst + (8 + c) * ldd, _mm512_shuffle_i32x4(a0, b0, 0xDD));
-    _mm512_storeu_si512(dst + (12 + c) * ldd, _mm512_shuffle_i32x4(a1, b1, 0xDD));
-  }
-}
-
 // A transposed operand's tile rows from its pair panel (word (p, r) at panel + p * Mp, Kp rows): the panel's
 // rows padded to Kpp with zeros, then transposed into Mp rows of Kpp words.
 const uint32_t* left_from_panel(int64_t Mp, int64_t Kp, int64_t Kpp, uint32_t* panel, AlignedVector<uint32_t>* buf) {
   std::memset(panel + Kp * Mp, 0, static_cast<std::size_t>((Kpp - Kp) * Mp) * 4);
   uint32_t* w = words(buf, Mp * Kpp);
   for (int64_t p = 0; p < Kpp; p += kTile) {
-    for (int64_t r = 0; r < Mp; r += kTile) transpose16(panel + p * Mp + r, Mp, w + r * Kpp + p, Kpp);
+    for (int64_t r = 0; r < Mp; r += kTile) bf16_pairs::transpose16(panel + p * Mp + r, Mp, w + r * Kpp + p, Kpp);
   }
   return w;
 }
