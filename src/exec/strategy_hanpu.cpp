@@ -78,6 +78,14 @@ struct HeadWorkspace {
     Vd.resize(decay_on_results ? C * V : 0);
     // Either packed layout (fp32 rows, or bf16 pairs in rows padded to 16 columns) fits K * ceil16(vmax).
     S_packed.data.reserve(bf16 ? static_cast<std::size_t>(K * ((vmax + 15) / 16 * 16)) : 0);
+    // The fused products' packed [C, vmax] operands (fused_state_products): ceil16(C / 2) pair rows of
+    // ceil16(vmax) words each, counted in bytes().
+    const std::size_t packed_c = bf16 && decay_on_results
+                                     ? static_cast<std::size_t>(((C + 1) / 2 + 15) / 16 * 16 * ((vmax + 15) / 16 * 16))
+                                     : 0;
+    for (Bf16Operand* o : {&R_split.packed, &R_split.low, &Vn_split.packed, &Vn_split.low, &Vd_packed}) {
+      o->data.reserve(packed_c);
+    }
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
     Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
@@ -94,7 +102,11 @@ struct HeadWorkspace {
                                states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
                                PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
-    return prep.bytes() + static_cast<int64_t>((floats + S_packed.data.capacity()) * sizeof(float));
+    std::size_t packed = S_packed.data.capacity();
+    for (const Bf16Operand* o : {&R_split.packed, &R_split.low, &Vn_split.packed, &Vn_split.low, &Vd_packed}) {
+      packed += o->data.capacity();
+    }
+    return prep.bytes() + static_cast<int64_t>((floats + packed) * sizeof(float));
   }
 };
 
