@@ -25,7 +25,6 @@
 // with fq = scale / |q|, fk = 1 / |k| (1 / sqrt(sum x^2 + 1e-6); 1 without l2norm). Only one operand per
 // product then carries a fresh rounding. (KDA's per-channel decays cannot leave the operands.)
 #include <algorithm>
-#include <functional>
 #include <memory>
 
 #include <map>
@@ -160,14 +159,14 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
 // split packing and the update's decayed V' packed (kernels/kernel_set.h residual_split_bf16_rows,
 // lower_times_split_bf16), so R and V' are never stored in fp32 and no pass packs them. Bit for bit the
 // unfused steps' values (their kernel-set definitions). Not with the packing ablation's pack-always.
-bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results,
-                          const std::function<plan::Bf16Terms(plan::OpCode)>& terms) {
+// tr and pv: the terms of V' = T R and of P V'.
+bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results, plan::Bf16Terms tr,
+                          plan::Bf16Terms pv) {
   if (!decay_on_results || !in.raw_qk || prog.repack_row_blocks) return false;
   for (plan::OpCode op : {plan::OpCode::kKS, plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV,
                           plan::OpCode::kKtV}) {
     if (std::find(prog.ops.begin(), prog.ops.end(), op) == prog.ops.end()) return false;
   }
-  const plan::Bf16Terms tr = terms(plan::OpCode::kVnFromTR), pv = terms(plan::OpCode::kPV);
   return !tr.fp32 && !tr.left && tr.right && !pv.fp32 && pv.right;
 }
 
@@ -195,7 +194,8 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
-  const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, terms);
+  const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, terms(plan::OpCode::kVnFromTR),
+                                                         terms(plan::OpCode::kPV));
   ws.R_split.valid = ws.Vn_split.valid = false;
   if (fused) vn_kept = &ws.Vn_split;
   StepTimer timer(cnt, Part::kVector);

@@ -205,24 +205,35 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
   if constexpr (MT > 1 && NT > 1) c_out<3>(acc, window(1, 1), scratch[3]);
 }
 
-// C[M, N] (+)= the nt products over Kt steps (A's rows padded to whole tiles), in 32 x 32 blocks. `lower`:
-// the A operands are lower triangular, so the block of rows [i, i + 32) takes only the steps that reach
-// column i + 31 (the rest are zero products).
-HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
-                        int64_t ldc, RowScale rs = {}) {
-  use_amx_tiles();
-  using BlockFn =
-      void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
-  const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
+using BlockFn =
+    void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
+
+// The 32 x 32 blocks of C[M, N] row block by row block: fn(i, j, rows, cols, steps, block) for rows [i, i +
+// rows), columns [j, j + cols) and the tile steps the block takes, with block<MT, NT> for its tiles (MT x NT,
+// by rows and cols). `lower`: the A operands are lower triangular, so the block of rows [i, i + 32) takes
+// only the steps that reach column i + 31 (the rest are zero products).
+template <class Fn>
+HANPU_AMX void for_each_block(int64_t M, int64_t N, int64_t Kt, bool lower, Fn&& fn) {
+  static const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
   for (int64_t i = 0; i < M; i += 2 * kTile) {
     const int64_t rows = std::min(2 * kTile, M - i);
     const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;  // i is a multiple of 32
-    const RowScale rsi{rs.s ? rs.s + i * rs.stride : nullptr, rs.stride};
     for (int64_t j = 0; j < N; j += 2 * kTile) {
       const int64_t cols = std::min(2 * kTile, N - j);
-      fns[rows > kTile][cols > kTile](nt, t, i, j, steps, acc, C + i * ldc + j, ldc, rows, cols, rsi);
+      fn(i, j, rows, cols, steps, fns[rows > kTile][cols > kTile]);
     }
   }
+}
+
+// C[M, N] (+)= the nt products over Kt steps (A's rows padded to whole tiles), in 32 x 32 blocks.
+HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
+                        int64_t ldc, RowScale rs = {}) {
+  use_amx_tiles();
+  for_each_block(M, N, Kt, lower,
+                 [&](int64_t i, int64_t j, int64_t rows, int64_t cols, int64_t steps, BlockFn block_fn) HANPU_AMX {
+                   const RowScale rsi{rs.s ? rs.s + i * rs.stride : nullptr, rs.stride};
+                   block_fn(nt, t, i, j, steps, acc, C + i * ldc + j, ldc, rows, cols, rsi);
+                 });
 }
 
 // A plain product C = sum of the nt products (as multiply computes it, lower or not) handed block by block
@@ -233,22 +244,15 @@ template <class Finish>
 HANPU_AMX void multiply_finished(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower,
                                  Finish&& finish) {
   use_amx_tiles();
-  using BlockFn =
-      void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
-  const BlockFn fns[2][2] = {{&block<1, 1>, &block<1, 2>}, {&block<2, 1>, &block<2, 2>}};
   alignas(64) float c[2 * kTile * 2 * kTile];
-  for (int64_t i = 0; i < M; i += 2 * kTile) {
-    const int64_t rows = std::min(2 * kTile, M - i);
-    const int64_t steps = lower ? std::min(Kt, i / (2 * kTile) + 1) : Kt;
-    for (int64_t j = 0; j < N; j += 2 * kTile) {
-      const int64_t cols = std::min(2 * kTile, N - j);
-      const int mt = rows > kTile ? 2 : 1, nt_ = cols > kTile ? 2 : 1;
-      // Whole tiles into the scratch (their rows past M and columns past N are zero products: A's rows and
-      // B's columns are zero-padded to whole tiles).
-      fns[mt - 1][nt_ - 1](nt, t, i, j, steps, false, c, 2 * kTile, kTile * mt, kTile * nt_, RowScale{});
-      finish(i, j, rows, cols, static_cast<const float*>(c));
-    }
-  }
+  for_each_block(M, N, Kt, lower,
+                 [&](int64_t i, int64_t j, int64_t rows, int64_t cols, int64_t steps, BlockFn block_fn) HANPU_AMX {
+                   // Whole tiles into the scratch (their rows past M and columns past N are zero products: A's
+                   // rows and B's columns are zero-padded to whole tiles).
+                   const int64_t whole_rows = round_up(rows, kTile), whole_cols = round_up(cols, kTile);
+                   block_fn(nt, t, i, j, steps, false, c, 2 * kTile, whole_rows, whole_cols, RowScale{});
+                   finish(i, j, rows, cols, static_cast<const float*>(c));
+                 });
 }
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it.

@@ -706,6 +706,14 @@ static void check_packed_call(int64_t N, int64_t Kd, const Bf16Operand& B) {
   }
 }
 
+// So is a multi-term product with no term or more than kMaxLowerTerms.
+static void check_terms(const char* entry, int nterms) {
+  if (nterms < 1 || nterms > kMaxLowerTerms) {
+    std::fprintf(stderr, "hanpu: %s called with %d terms (1 to %d)\n", entry, nterms, kMaxLowerTerms);
+    std::abort();
+  }
+}
+
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                       bool accumulate, float* C, int64_t ldc) {
   check_packed_call(N, Kd, B);
@@ -714,10 +722,7 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
 
 void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
                       int64_t ldc) {
-  if (nterms < 1 || nterms > kMaxLowerTerms) {
-    std::fprintf(stderr, "hanpu: lower_times_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
-    std::abort();
-  }
+  check_terms("lower_times_bf16", nterms);
   for (int k = 0; k < nterms; ++k) check_packed_call(N, L, *terms[k].B);
   active_kernels().lower_times_bf16(L, N, nterms, terms, accumulate, C, ldc);
 }
@@ -731,10 +736,7 @@ void residual_split_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* 
 
 void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, Bf16Operand* hi,
                             Bf16Operand* lo, const float* scale, const float* rowscale, Bf16Operand* scaled) {
-  if (nterms < 1 || nterms > kMaxLowerTerms) {
-    std::fprintf(stderr, "hanpu: lower_times_split_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
-    std::abort();
-  }
+  check_terms("lower_times_split_bf16", nterms);
   for (int k = 0; k < nterms; ++k) check_packed_call(N, L, *terms[k].B);
   const KernelSet& k = active_kernels();
   k.lower_times_split_bf16(k, L, N, nterms, terms, hi, lo, scale, rowscale, scaled);
@@ -742,10 +744,7 @@ void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTer
 
 void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a, int nterms,
                      const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
-  if (nterms < 1 || nterms > kMaxLowerTerms) {
-    std::fprintf(stderr, "hanpu: gemm_terms_bf16 called with %d terms (1 to %d)\n", nterms, kMaxLowerTerms);
-    std::abort();
-  }
+  check_terms("gemm_terms_bf16", nterms);
   for (int k = 0; k < nterms; ++k) check_packed_call(N, Kd, *B[k]);
   const KernelSet& k = active_kernels();
   k.gemm_terms_bf16(k, M, N, Kd, A, lda, trans_a, nterms, B, accumulate, C, ldc, rs);
