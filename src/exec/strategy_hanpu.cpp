@@ -25,6 +25,7 @@
 // with fq = scale / |q|, fk = 1 / |k| (1 / sqrt(sum x^2 + 1e-6); 1 without l2norm). Only one operand per
 // product then carries a fresh rounding. (KDA's per-channel decays cannot leave the operands.)
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include <map>
@@ -67,6 +68,11 @@ struct HeadWorkspace {
   KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
   KeptOperand R_split, Vn_split;          // fused bf16 GDN (fused_state_products): R's and V''s split packings
   Bf16Operand Vd_packed;                  // and the update's decayed V', packed
+  // Those five operands (const or not, as the workspace is).
+  template <class W>
+  static auto fused_operands(W& w) {
+    return std::array{&w.R_split.packed, &w.R_split.low, &w.Vn_split.packed, &w.Vn_split.low, &w.Vd_packed};
+  }
 
   HeadWorkspace(int64_t C_, int64_t K_, int64_t V_, int64_t w_)
       : C(C_), K(K_), V(V_), w(w_), prep(C_, K_, V_, w_), kt(K * C), A(C * C), KS(C * V), X(C * std::max(K, V)),
@@ -82,9 +88,7 @@ struct HeadWorkspace {
     const std::size_t packed_c = bf16 && decay_on_results
                                      ? static_cast<std::size_t>(((C + 1) / 2 + 15) / 16 * 16 * ((vmax + 15) / 16 * 16))
                                      : 0;
-    for (Bf16Operand* o : {&R_split.packed, &R_split.low, &Vn_split.packed, &Vn_split.low, &Vd_packed}) {
-      o->data.reserve(packed_c);
-    }
+    for (Bf16Operand* o : fused_operands(*this)) o->data.reserve(packed_c);
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
     Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
@@ -102,9 +106,7 @@ struct HeadWorkspace {
                                PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
     std::size_t packed = S_packed.data.capacity();
-    for (const Bf16Operand* o : {&R_split.packed, &R_split.low, &Vn_split.packed, &Vn_split.low, &Vd_packed}) {
-      packed += o->data.capacity();
-    }
+    for (const Bf16Operand* o : fused_operands(*this)) packed += o->data.capacity();
     return prep.bytes() + static_cast<int64_t>((floats + packed) * sizeof(float));
   }
 };
