@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "hanpu/layer.h"
+#include "kernels/kernel_set.h"
 #include "kernels/overlap_probe.h"
 #include "layer/random_weights.h"
 #include "plan/device.h"
@@ -341,6 +342,17 @@ TEST(Cli, FuseProbeReportsTheOverlapCurve) {
   } else {
     EXPECT_EQ(log.find("the matrix engine is absent"), std::string::npos) << log;
   }
+  // Then the kernel pair: the GEMM and the exp alone, alternated, and carried at three widths, carried only by
+  // a set with a matrix engine (said otherwise).
+  const nlohmann::json& kp = j["kernel_pair"];
+  EXPECT_EQ(kp["kernel_set"].get<std::string>(), active_kernels().name);
+  EXPECT_EQ(kp["carries"].get<bool>(), active_kernels().bf16_matrix_engine);
+  ASSERT_EQ(kp["carried"].size(), 3u);
+  EXPECT_EQ(kp["carried"][1]["floats_per_step"].get<int>(), 128);
+  EXPECT_GT(kp["gemm_us"].get<double>(), 0);
+  EXPECT_GT(kp["alternated_us"].get<double>(), 0);
+  EXPECT_NE(log.find("alternated slice by slice"), std::string::npos) << log;
+  EXPECT_EQ(log.find("nothing is carried") != std::string::npos, !active_kernels().bf16_matrix_engine) << log;
   EXPECT_EQ(run_cli("fuse --device ascend-310p --probe", &log), 2);
   EXPECT_NE(log.find("give --device host"), std::string::npos) << log;
   EXPECT_EQ(run_cli("fuse --device host --probe --pair gemm:64x64x64,softmax:64x64", &log), 2);

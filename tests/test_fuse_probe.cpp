@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fuse/probe.h"
+#include "kernels/kernel_set.h"
 #include "kernels/overlap_probe.h"
 
 namespace hanpu::fuse {
@@ -61,6 +62,35 @@ TEST(OverlapProbe, ReportsEveryPointOnThisCpusLane) {
       EXPECT_TRUE(std::isfinite(probe_stream(r.lane, true, 2, kind, 100000, ops)))
           << r.lane_name << " " << probe_operands_name(ops) << " " << probe_vector_name(kind);
     }
+  }
+}
+
+TEST(KernelPairProbe, RefusesBadArguments) {
+  KernelPairResult r;
+  const auto quiet = [](const std::string&) {};
+  EXPECT_NE(run_kernel_pair_probe(0, 4, {128}, quiet, &r).message().find("reps"), std::string::npos);
+  EXPECT_NE(run_kernel_pair_probe(1, 0, {128}, quiet, &r).message().find("slices"), std::string::npos);
+  EXPECT_NE(run_kernel_pair_probe(1, 4, {}, quiet, &r).message().find("floats"), std::string::npos);
+  EXPECT_NE(run_kernel_pair_probe(1, 4, {0}, quiet, &r).message().find(">= 1"), std::string::npos);
+}
+
+TEST(KernelPairProbe, TimesEveryScheduleOnTheActiveSet) {
+  KernelPairResult r;
+  int lines = 0;
+  const Status st = run_kernel_pair_probe(2, 8, {32, 128}, [&](const std::string&) { ++lines; }, &r);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(lines, 3);
+  EXPECT_EQ(r.kernel_set, active_kernels().name);
+  EXPECT_EQ(r.carries, active_kernels().bf16_matrix_engine);
+  EXPECT_EQ(r.slices, 8);
+  EXPECT_GT(r.gemm_us, 0);
+  EXPECT_GT(r.exp_us, 0);
+  EXPECT_DOUBLE_EQ(r.alternated_overlap, overlap_fraction(r.gemm_us, r.exp_us, r.alternated_us));
+  ASSERT_EQ(r.points.size(), 2u);
+  EXPECT_EQ(r.points[1].floats, 128);
+  for (const PairPoint& p : r.points) {
+    EXPECT_GT(p.carried_us, 0);
+    EXPECT_DOUBLE_EQ(p.overlap, overlap_fraction(r.gemm_us, r.exp_us, p.carried_us));
   }
 }
 

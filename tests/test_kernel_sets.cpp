@@ -20,6 +20,7 @@
 #include "kernels/bf16_round.h"
 #include "kernels/decay.h"
 #include "kernels/kernel_set.h"
+#include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
 
 namespace hanpu {
@@ -112,6 +113,59 @@ void check_packed_bf16(const KernelSet& ks, std::mt19937_64& rng) {
             ks.gemm_packed_bf16(M, n, kd, A.data(), lda, packed, acc, got.data(), N);
             ASSERT_EQ(want, got) << ks.name << " packed [" << Kd << ", " << N << "], product " << M << "x" << n << "x"
                                  << kd << (acc ? " accumulated" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// gemm_packed_bf16_carrying: the product's bits are gemm_packed_bf16's whatever it carries, and the filler's
+// steps run in order, each once: the set's entry carries some (a set with a matrix engine: at least one
+// step on a product of several tile steps) or none (the others), and it never runs a step of a done filler.
+void check_carrying(const KernelSet& ks, std::mt19937_64& rng) {
+  struct Count {
+    int64_t next = 0, end = 0;
+    std::vector<int64_t> seen;
+  };
+  const auto step = [](void* c) {
+    auto* k = static_cast<Count*>(c);
+    k->seen.push_back(k->next++);
+    return k->next < k->end;
+  };
+  for (int64_t M : {int64_t{1}, int64_t{17}, int64_t{32}, int64_t{45}}) {
+    for (int64_t N : {int64_t{16}, int64_t{47}, int64_t{128}}) {
+      for (int64_t Kd : {int64_t{31}, int64_t{128}}) {
+        for (int64_t steps : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}}) {
+          const int64_t lda = Kd + 1;
+          const std::vector<float> A = randn(M * lda, rng), B = randn(Kd * N, rng), C0 = randn(M * N, rng);
+          Bf16Operand packed;
+          ks.pack_bf16(Kd, N, B.data(), N, &packed);
+          for (bool acc : {false, true}) {
+            std::vector<float> want = C0, got = C0;
+            ks.gemm_packed_bf16(M, N, Kd, A.data(), lda, packed, acc, want.data(), N);
+            Count count;
+            count.end = steps;
+            VectorFiller f{step, &count, steps == 0};
+            ks.gemm_packed_bf16_carrying(ks, M, N, Kd, A.data(), lda, packed, acc, got.data(), N, &f);
+            const std::string what = ks.name + " " + std::to_string(M) + "x" + std::to_string(N) + "x" +
+                                     std::to_string(Kd) + ", " + std::to_string(steps) + " filler steps";
+            ASSERT_EQ(want, got) << what;
+            for (size_t i = 0; i < count.seen.size(); ++i) ASSERT_EQ(count.seen[i], static_cast<int64_t>(i)) << what;
+            EXPECT_LE(static_cast<int64_t>(count.seen.size()), steps) << what;
+            EXPECT_EQ(f.done, steps == 0 || count.next == steps) << what;
+            if (!ks.bf16_matrix_engine) EXPECT_TRUE(count.seen.empty()) << what;
+            if (ks.bf16_matrix_engine && steps > 0) EXPECT_FALSE(count.seen.empty()) << what;
+            // The engine's wrapper (the active set's entry) finishes the filler: every step ran once.
+            if (&ks != &active_kernels()) continue;
+            Count rest;
+            rest.end = steps;
+            VectorFiller g{step, &rest, steps == 0};
+            std::vector<float> again = C0;
+            simd::gemm_packed_bf16_carrying(M, N, Kd, A.data(), lda, packed, acc, again.data(), N, &g);
+            ASSERT_EQ(want, again) << what;
+            EXPECT_EQ(rest.next, steps) << what;
+            EXPECT_TRUE(g.done) << what;
           }
         }
       }
@@ -925,6 +979,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_column_split(ks, rng);
     check_tile_edges(ks, rng);
     check_packed_bf16(ks, rng);
+    check_carrying(ks, rng);
     check_lower_times_bf16(ks, rng);
     check_fused_bf16(ks, rng);
     check_gemm_terms_bf16(ks, rng);

@@ -1,7 +1,8 @@
 // hanpu fuse --device NAME|FILE|host --pair TASK_A,TASK_B [--pair ...] [--sweep FILE] [--reps 5] [--json FILE]
 //            [--trace FILE] [--plot FILE] [--cores 1|2]
 // hanpu fuse --device NAME|FILE|host --stream FILE [--cap-us 500] [--json FILE] (host: with --cores 1)
-// hanpu fuse --device host --probe [--probe-rounds 1,2,5,10,20] [--reps 5] [--json FILE]
+// hanpu fuse --device host --probe [--probe-rounds 1,2,5,10,20] [--reps 5] [--json FILE]: the overlap curve, then
+//            the kernel pair (fuse/probe.h)
 // The four-group experiment of the fusion notes on the NPU model or this CPU (fuse/runtime.h).
 #include <cstdio>
 #include <fstream>
@@ -104,9 +105,34 @@ int run_probe(const FuseArgs& a) {
     points.push_back({{"operands", ops}, {"vector", kind}, {"rounds", p.rounds}, {"matrix_us", p.matrix_us},
                       {"vector_us", p.vector_us}, {"both_us", p.both_us}, {"overlap", p.overlap}});
   }
+  // The same question of the registry's own kernels (fuse/probe.h run_kernel_pair_probe).
+  fuse::KernelPairResult kp;
+  const Status pst = fuse::run_kernel_pair_probe(a.reps, 256, {32, 128, 512}, progress, &kp);
+  if (!pst.ok()) return fail(pst.ToString());
+  std::printf("\nkernel pair (kernel set %s): %lld slices of the bf16 GEMM (%lld x 128 x 128, fp32 A rows) and the "
+              "exp of %lld values a slice (L2)%s\n",
+              kp.kernel_set.c_str(), static_cast<long long>(kp.slices), static_cast<long long>(fuse::kPairSliceRows),
+              static_cast<long long>(fuse::kPairExpFloats),
+              kp.carries ? "" : "; this set has no matrix engine, so nothing is carried (the exp runs after each slice)");
+  std::printf("%-28s %11s %8s\n", "schedule", "time_us", "overlap");
+  std::printf("%-28s %11.1f %8s\n", "gemm alone", kp.gemm_us, "");
+  std::printf("%-28s %11.1f %8s\n", "exp alone", kp.exp_us, "");
+  std::printf("%-28s %11.1f %8.2f\n", "alternated slice by slice", kp.alternated_us, kp.alternated_overlap);
+  nlohmann::json carried = nlohmann::json::array();
+  for (const fuse::PairPoint& p : kp.points) {
+    const std::string name = "carried, " + std::to_string(p.floats) + " values a step";
+    std::printf("%-28s %11.1f %8.2f\n", name.c_str(), p.carried_us, p.overlap);
+    carried.push_back({{"floats_per_step", p.floats}, {"time_us", p.carried_us}, {"overlap", p.overlap}});
+  }
+  const nlohmann::json pair = {{"kernel_set", kp.kernel_set},   {"carries", kp.carries},
+                               {"slices", kp.slices},           {"slice_rows", fuse::kPairSliceRows},
+                               {"exp_floats", fuse::kPairExpFloats}, {"gemm_us", kp.gemm_us},
+                               {"exp_us", kp.exp_us},           {"alternated_us", kp.alternated_us},
+                               {"alternated_overlap", kp.alternated_overlap}, {"carried", carried}};
   const std::string json = nlohmann::json({{"probe", "overlap"}, {"matrix_lane", r.lane_name},
                                            {"matrix_engine", r.matrix_engine}, {"cpu", r.cpu}, {"steps", r.steps},
-                                           {"reps", a.reps}, {"matrix_gflops", r.matrix_gflops}, {"points", points}})
+                                           {"reps", a.reps}, {"matrix_gflops", r.matrix_gflops}, {"points", points},
+                                           {"kernel_pair", pair}})
                                .dump(2) +
                            "\n";
   if (!a.json_path.empty() && !write_file(a.json_path, json)) return fail("cannot write '" + a.json_path + "'");

@@ -4,6 +4,11 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/aligned.h"
+#include "kernels/kernel_set.h"
+#include "kernels/simd.h"
+#include "fuse/task.h"
+
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -124,6 +129,109 @@ Status run_overlap_probe(int reps, const std::vector<int>& rounds, int64_t steps
     }
   }
   res.matrix_gflops = median(matrix_gflops);
+  *out = std::move(res);
+  return Status::Ok();
+}
+
+namespace {
+
+// The pair's exp as a filler: y = exp(x) over [next, end), `per` values a step.
+struct ExpCursor {
+  const float* x;
+  float* y;
+  int64_t next, end, per;
+};
+
+bool exp_step(void* c) {
+  auto* e = static_cast<ExpCursor*>(c);
+  const int64_t n = std::min(e->per, e->end - e->next);
+  simd::exp_f32(n, e->x + e->next, e->y + e->next);
+  e->next += n;
+  return e->next < e->end;
+}
+
+// The kernel pair's operands: A's rows (16 slices' worth, reused round robin: they stay in L2, as the GEMM
+// task's A panel does), B packed, C, and the exp's input and output (kExpSlots slices' worth).
+struct PairData {
+  static constexpr int64_t kN = 128, kK = 128, kASlices = 16, kExpSlots = 32;
+  AlignedVector<float> A, B, C, x, y;
+  Bf16Operand packed;
+  PairData() : A(task_inputs(kASlices * kPairSliceRows * kK, 1)), B(task_inputs(kK * kN, 2)),
+               C(static_cast<size_t>(kPairSliceRows * kN)), x(task_inputs(kExpSlots * kPairExpFloats, 3)),
+               y(x.size()) {
+    simd::pack_bf16(kK, kN, B.data(), kN, &packed);
+  }
+  const float* a(int64_t s) const { return A.data() + (s % kASlices) * kPairSliceRows * kK; }
+  int64_t e(int64_t s) const { return (s % kExpSlots) * kPairExpFloats; }
+  // Slice s's product, carrying f (null: none).
+  void gemm(int64_t s, VectorFiller* f) {
+    simd::gemm_packed_bf16_carrying(kPairSliceRows, kN, kK, a(s), kK, packed, false, C.data(), kN, f);
+  }
+  void exp(int64_t s) { simd::exp_f32(kPairExpFloats, x.data() + e(s), y.data() + e(s)); }
+};
+
+// Microseconds of fn() over the slices.
+template <class Fn>
+double time_slices(int64_t slices, Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < slices; ++s) fn(s);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Status run_kernel_pair_probe(int reps, int64_t slices, const std::vector<int64_t>& floats,
+                             const std::function<void(const std::string&)>& progress, KernelPairResult* out) {
+  if (reps < 1) return InvalidArgument("reps must be >= 1, got " + std::to_string(reps));
+  if (slices < 1) return InvalidArgument("slices must be >= 1, got " + std::to_string(slices));
+  if (floats.empty()) return InvalidArgument("floats is empty");
+  for (int64_t f : floats) {
+    if (f < 1) return InvalidArgument("every carried exp width must be >= 1 value, got " + std::to_string(f));
+  }
+  const KernelSet& ks = active_kernels();
+  KernelPairResult res;
+  res.kernel_set = ks.name;
+  res.carries = ks.bf16_matrix_engine;
+  res.slices = slices;
+  const PinToCurrentCore pin;
+  PairData d;
+  auto carried = [&](int64_t per) {
+    return time_slices(slices, [&](int64_t s) {
+      ExpCursor c{d.x.data(), d.y.data(), d.e(s), d.e(s) + kPairExpFloats, per};
+      VectorFiller f{&exp_step, &c};
+      d.gemm(s, &f);
+    });
+  };
+  std::vector<double> tg, te, ta;
+  std::vector<std::vector<double>> tc(floats.size());
+  carried(floats[0]);  // warm-up
+  for (int i = 0; i < reps; ++i) {
+    tg.push_back(time_slices(slices, [&](int64_t s) { d.gemm(s, nullptr); }));
+    te.push_back(time_slices(slices, [&](int64_t s) { d.exp(s); }));
+    ta.push_back(time_slices(slices, [&](int64_t s) {
+      d.gemm(s, nullptr);
+      d.exp(s);
+    }));
+    for (size_t k = 0; k < floats.size(); ++k) tc[k].push_back(carried(floats[k]));
+  }
+  res.gemm_us = median(tg);
+  res.exp_us = median(te);
+  res.alternated_us = median(ta);
+  res.alternated_overlap = overlap_fraction(res.gemm_us, res.exp_us, res.alternated_us);
+  char line[240];
+  std::snprintf(line, sizeof line, "kernel pair: gemm %.0f us, exp %.0f us, alternated %.0f us, overlap %.2f",
+                res.gemm_us, res.exp_us, res.alternated_us, res.alternated_overlap);
+  progress(line);
+  for (size_t k = 0; k < floats.size(); ++k) {
+    PairPoint pt;
+    pt.floats = floats[k];
+    pt.carried_us = median(tc[k]);
+    pt.overlap = overlap_fraction(res.gemm_us, res.exp_us, pt.carried_us);
+    std::snprintf(line, sizeof line, "kernel pair: carried %lld values a tile step %.0f us, overlap %.2f",
+                  static_cast<long long>(pt.floats), pt.carried_us, pt.overlap);
+    progress(line);
+    res.points.push_back(pt);
+  }
   *out = std::move(res);
   return Status::Ok();
 }

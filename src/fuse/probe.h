@@ -47,4 +47,35 @@ const char* probe_operands_name(ProbeOperands o);  // "registers", "L1", "L2"
 Status run_overlap_probe(int reps, const std::vector<int>& rounds, int64_t steps,
                          const std::function<void(const std::string&)>& progress, ProbeResult* out);
 
+// The same question asked of real kernels (`hanpu fuse --device host --probe` prints it after the curve):
+// the kernel registry's bf16 GEMM on the slices the host GEMM task's products run (kPairSliceRows x 128 x
+// 128 from fp32 rows of A, B packed once; the task's 32-row slices) and the registry's exp over
+// kPairExpFloats values a slice from a buffer that stays in L2, run
+//   alone        the slices' GEMMs, then the slices' exps (each stream by itself);
+//   alternated   slice by slice, a GEMM then its exp (group 4's executor schedule);
+//   carried      the exp inside the GEMM, `floats` values after each tile step
+//                (simd::gemm_packed_bf16_carrying: instruction-level interleaving, the notes' software
+//                pipelining at the finest grain), the rest after the slice.
+// Overlaps as above, of the alternated and carried times against the two streams alone. On a set without
+// a matrix engine nothing is carried (the exp runs after each slice) and `carries` is false.
+inline constexpr int64_t kPairSliceRows = 32, kPairExpFloats = 2048;
+
+struct PairPoint {
+  int64_t floats = 0;  // exp values carried per tile step
+  double carried_us = 0, overlap = 0;
+};
+
+struct KernelPairResult {
+  std::string kernel_set;  // the registry's set in use
+  bool carries = false;    // its GEMM carries vector work between tile steps (a matrix engine)
+  int64_t slices = 0;
+  double gemm_us = 0, exp_us = 0, alternated_us = 0, alternated_overlap = 0;
+  std::vector<PairPoint> points;
+};
+
+// Runs the kernel pair over `slices` (>= 1) slices, `reps` (>= 1) interleaved repetitions, for each entry of
+// `floats` (each >= 1); `progress` gets one line per point.
+Status run_kernel_pair_probe(int reps, int64_t slices, const std::vector<int64_t>& floats,
+                             const std::function<void(const std::string&)>& progress, KernelPairResult* out);
+
 }  // namespace hanpu::fuse

@@ -59,4 +59,10 @@ void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64
   if (!acc) scale_rows_by(rs, M, N, C, ldc);
 }
 
+void gemm_packed_bf16_carrying_nothing(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A,
+                                       int64_t lda, const Bf16Operand& B, bool acc, float* C, int64_t ldc,
+                                       VectorFiller*) {
+  self.gemm_packed_bf16(M, N, Kd, A, lda, B, acc, C, ldc);
+}
+
 }  // namespace hanpu

@@ -172,9 +172,12 @@ HANPU_AMX inline void c_out(bool acc, const Window& w, float* scratch) {
 // vector work beside the tile loads and stores.)
 // The block's operands start at A's row i and B's column j; its C at Cb (row stride ldc) and its rows'
 // factors at rs.s (both already at the block's first row).
+// With a filler (KernelSet::VectorFiller), one of its steps follows each tile step's products: the filler's
+// vector instructions issue while the tile unit works through the products (issue 17's instruction-level
+// interleaving; the filler uses no tile registers).
 template <int MT, int NT>
 HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t steps, bool acc, float* Cb, int64_t ldc,
-                     int64_t rows, int64_t cols, RowScale rs) {
+                     int64_t rows, int64_t cols, RowScale rs, VectorFiller* filler) {
   alignas(64) float scratch[4][kTile * kTile];
   const auto window = [&](int mi, int ni) {
     return Window{Cb + kTile * mi * ldc + kTile * ni, ldc, std::min(kTile, rows - kTile * mi),
@@ -197,6 +200,7 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
       if constexpr (NT > 1) tile_dp<1>();
       if constexpr (MT > 1) tile_dp<2>();
       if constexpr (MT > 1 && NT > 1) tile_dp<3>();
+      if (filler && !filler->done) filler->done = !filler->step(filler->ctx);
     }
   }
   c_out<0>(acc, window(0, 0), scratch[0]);
@@ -205,8 +209,8 @@ HANPU_AMX void block(int nt, const Operands* t, int64_t i, int64_t j, int64_t st
   if constexpr (MT > 1 && NT > 1) c_out<3>(acc, window(1, 1), scratch[3]);
 }
 
-using BlockFn =
-    void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t, RowScale);
+using BlockFn = void (*)(int, const Operands*, int64_t, int64_t, int64_t, bool, float*, int64_t, int64_t, int64_t,
+                         RowScale, VectorFiller*);
 
 // The 32 x 32 blocks of C[M, N] row block by row block: fn(i, j, rows, cols, steps, block) for rows [i, i +
 // rows), columns [j, j + cols) and the tile steps the block takes, with block<MT, NT> for its tiles (MT x NT,
@@ -227,12 +231,12 @@ HANPU_AMX void for_each_block(int64_t M, int64_t N, int64_t Kt, bool lower, Fn&&
 
 // C[M, N] (+)= the nt products over Kt steps (A's rows padded to whole tiles), in 32 x 32 blocks.
 HANPU_AMX void multiply(int64_t M, int64_t N, int nt, const Operands* t, int64_t Kt, bool lower, bool acc, float* C,
-                        int64_t ldc, RowScale rs = {}) {
+                        int64_t ldc, RowScale rs = {}, VectorFiller* filler = nullptr) {
   use_amx_tiles();
   for_each_block(M, N, Kt, lower,
                  [&](int64_t i, int64_t j, int64_t rows, int64_t cols, int64_t steps, BlockFn block_fn) HANPU_AMX {
                    const RowScale rsi{rs.s ? rs.s + i * rs.stride : nullptr, rs.stride};
-                   block_fn(nt, t, i, j, steps, acc, C + i * ldc + j, ldc, rows, cols, rsi);
+                   block_fn(nt, t, i, j, steps, acc, C + i * ldc + j, ldc, rows, cols, rsi, filler);
                  });
 }
 
@@ -250,7 +254,7 @@ HANPU_AMX void multiply_finished(int64_t M, int64_t N, int nt, const Operands* t
                    // Whole tiles into the scratch (their rows past M and columns past N are zero products: A's
                    // rows and B's columns are zero-padded to whole tiles).
                    const int64_t whole_rows = round_up(rows, kTile), whole_cols = round_up(cols, kTile);
-                   block_fn(nt, t, i, j, steps, false, c, 2 * kTile, whole_rows, whole_cols, RowScale{});
+                   block_fn(nt, t, i, j, steps, false, c, 2 * kTile, whole_rows, whole_cols, RowScale{}, nullptr);
                    finish(i, j, rows, cols, static_cast<const float*>(c));
                  });
 }
@@ -327,6 +331,15 @@ void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Oper
   uint32_t* w = reinterpret_cast<uint32_t*>(out->reshape(Kd, N, Np, padded_pairs(Kd) * Np));
   bf16_pairs::pack_rows_t(N, Kd, X, ldx, Np, w);
   pad_right(Kd, Np, w);
+}
+
+// KernelSet::gemm_packed_bf16_carrying: gemm_packed with one filler step after each tile step.
+void gemm_packed_carrying(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                          const Bf16Operand& B, bool acc, float* C, int64_t ldc, VectorFiller* filler) {
+  if (M <= 0 || N <= 0) return;
+  thread_local AlignedVector<uint32_t> abuf;
+  const Operands t = operands(left_rows(M, Kd, A, lda, &abuf), padded_pairs(Kd), words_of(B), B.ld);
+  multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc, {}, filler);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
@@ -559,6 +572,7 @@ void append_amx_kernel_sets(std::vector<KernelSet>* out) {
     k.pack_bf16 = &pack_operand;
     k.pack_bf16_split = &pack_split;
     k.gemm_packed_bf16 = &gemm_packed;
+    k.gemm_packed_bf16_carrying = &gemm_packed_carrying;
     k.pack_bf16_rows_t = &pack_rows_t;
     k.gemm_bf16_rows = &gemm_rows;
     k.gemm_bf16_rows_tn = &gemm_rows_tn;

@@ -60,6 +60,22 @@ struct RowScale {
 
 struct KernelSet;
 
+// Vector work a matrix-engine kernel carries between its tile steps (KernelSet::gemm_packed_bf16_carrying):
+// horizontal fusion at instruction level (issue 17), where a few registers' worth of vector instructions
+// issue right after each step's tile products and run while the tile unit works through them. step(ctx)
+// does one such piece and returns false once no work is left; it must not touch tile registers. `done` is
+// set by the kernel when step returns false (a kernel runs no step of a done filler).
+struct VectorFiller {
+  bool (*step)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+  bool done = false;
+};
+
+// KernelSet::gemm_packed_bf16_carrying's default: self.gemm_packed_bf16, carrying nothing.
+void gemm_packed_bf16_carrying_nothing(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A,
+                                       int64_t lda, const Bf16Operand& B, bool acc, float* C, int64_t ldc,
+                                       VectorFiller* filler);
+
 // The default forms of KernelSet's fused bf16 entries: the set's own entries, composed (kernels/fused_bf16.cpp).
 void residual_split_bf16_rows_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const uint16_t* A,
                                        int64_t lda, const Bf16Operand& B, const float* s, const float* beta,
@@ -182,6 +198,12 @@ struct KernelSet {
   // residual_split_bf16_rows: R = diag(beta) (V - diag(s) (A B)) for A [M, Kd] as bf16 rows (row stride
   //   lda), B packed [Kd, N], V [M, N] contiguous: GDN's residual from K S; R's two-term split into hi, lo
   //   (gemm_bf16_rows with RowScale{s, 1}, beta_residual, pack_bf16_split).
+  // gemm_packed_bf16 carrying `filler`'s steps (may be null): C bit for bit as gemm_packed_bf16 computes it,
+  // with some of the filler's steps (any number, none at all on a set without a matrix engine) run between
+  // its tile steps; the caller runs whatever steps are left.
+  void (*gemm_packed_bf16_carrying)(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A,
+                                    int64_t lda, const Bf16Operand& B, bool acc, float* C, int64_t ldc,
+                                    VectorFiller* filler) = &gemm_packed_bf16_carrying_nothing;
   void (*residual_split_bf16_rows)(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const uint16_t* A,
                                    int64_t lda, const Bf16Operand& B, const float* s, const float* beta,
                                    const float* V, Bf16Operand* hi, Bf16Operand* lo) = &residual_split_bf16_rows_by_parts;

@@ -720,6 +720,15 @@ void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t 
   active_kernels().gemm_packed_bf16(M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
+void gemm_packed_bf16_carrying(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                               bool accumulate, float* C, int64_t ldc, VectorFiller* filler) {
+  check_packed_call(N, Kd, B);
+  const KernelSet& k = active_kernels();
+  k.gemm_packed_bf16_carrying(k, M, N, Kd, A, lda, B, accumulate, C, ldc, filler);
+  if (!filler) return;
+  while (!filler->done) filler->done = !filler->step(filler->ctx);
+}
+
 void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool accumulate, float* C,
                       int64_t ldc) {
   check_terms("lower_times_bf16", nterms);

@@ -44,6 +44,11 @@ void gemm_tn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
 void pack_bf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* out);
 void gemm_packed_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                       bool accumulate, float* C, int64_t ldc);
+// gemm_packed_bf16 carrying a filler's vector steps between its tile steps where the set has a matrix engine
+// (kernels/kernel_set.h VectorFiller; none elsewhere): C the same bits; then the rest of the filler's steps
+// here, so that the filler is done on return.
+void gemm_packed_bf16_carrying(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
+                               bool accumulate, float* C, int64_t ldc, VectorFiller* filler);
 
 // C[L, N] = (acc ? C : 0) + sum_t bf16(A_t) B_t for lower-triangular A_t [L, L] and B_t packed [L, N]
 // (kernels/kernel_set.h lower_times_bf16): gemm_packed_bf16 per row block and term, up to the sign of zeros.
