@@ -758,9 +758,22 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;
   ASSERT_EQ(run_cli("plan --device host --precision bf16", &log), 0) << log;  // planned on the measured unit
   EXPECT_NE(log.find("precision: bf16; packing planned"), std::string::npos) << log;
+  // bench's estimates say which description they come from, and how to get this machine's when shipped.
+  const std::string bench_json = temp("bench-host.json");
+  const auto bench_host = [&] {
+    EXPECT_EQ(run_cli("bench --parts --reps 1 --json " + bench_json, &log), 0) << log;
+    std::ifstream jf(bench_json);
+    return nlohmann::json::parse(jf)["host_description"].get<std::string>();
+  };
+  EXPECT_EQ(bench_host(), "calibrated");
+  EXPECT_EQ(log.find("hanpu calibrate` measures"), std::string::npos) << log;
   ::setenv("HANPU_HOST_DEVICE", temp("no-such-file.json").c_str(), 1);  // absent: the shipped default
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("devices/host.json"), std::string::npos) << log;
+  EXPECT_EQ(bench_host(), "shipped default");
+  EXPECT_NE(log.find("the shipped host description, not this machine's: `hanpu calibrate` measures"),
+            std::string::npos)
+      << log;
   ::unsetenv("HANPU_HOST_DEVICE");
   EXPECT_EQ(run_cli("calibrate --reps 1", &log), 2);
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/strided.h"
@@ -18,6 +19,7 @@
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "ops/fla_emulation.h"
+#include "plan/device.h"
 #include "plan/plan.h"
 #include "verify/verify.h"
 
@@ -224,6 +226,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   out->amx_usable = amx_support().usable;
   out->amx_reason = amx_support().reason;
   progress(amx_line(*out));
+  out->host_calibrated = std::filesystem::exists(plan::calibrated_host_path());
   // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
   // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
   if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {
@@ -373,7 +376,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
 namespace {
 
 // The planner's estimate of a step by part beside a measured step of `measured_us`; empty without one.
-std::string estimate_line(const BenchRecord& r, double measured_us) {
+std::string estimate_line(const BenchReport& rep, const BenchRecord& r, double measured_us) {
   if (r.model_breakdown_us.empty()) return "";
   double model = 0;
   for (const auto& [part, us] : r.model_breakdown_us) model += us;
@@ -384,7 +387,14 @@ std::string estimate_line(const BenchRecord& r, double measured_us) {
     s += line;
   }
   std::snprintf(line, sizeof line, "; total %.2f, measured / estimate %.2f\n", model, measured_us / model);
-  return s + line;
+  s += line;
+  // Uncalibrated, the estimate's rates are the shipped default's (e.g. a bf16 unit of one VDPBF16PS a cycle
+  // where this CPU may have AMX tiles): say how to get this machine's.
+  if (!rep.host_calibrated) {
+    s += "  (the shipped host description, not this machine's: `hanpu calibrate` measures its units and writes " +
+         plan::calibrated_host_path() + ")\n";
+  }
+  return s;
 }
 
 }  // namespace
@@ -423,7 +433,7 @@ std::string format_bench_table(const BenchReport& rep) {
       s += line;
     }
     s += "\n";
-    s += estimate_line(r, 1e3 * total / r.chunk_steps);
+    s += estimate_line(rep, r, 1e3 * total / r.chunk_steps);
   }
   for (const BenchRecord& r : rep.records) {
     if (r.parts_us.empty()) continue;
@@ -440,7 +450,7 @@ std::string format_bench_table(const BenchReport& rep) {
     }
     std::snprintf(line, sizeof line, "; step %.2f / %.2f\n", 1e3 * r.median_ms, 1e3 * r.min_ms);
     s += line;
-    s += estimate_line(r, 1e3 * r.median_ms);
+    s += estimate_line(rep, r, 1e3 * r.median_ms);
   }
   return s;
 }
@@ -452,6 +462,7 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["matrix_peak_gflops"] = rep.matrix_peak_gflops;
   j["matrix_unit"] = rep.matrix_unit;
   j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
+  j["host_description"] = rep.host_calibrated ? "calibrated" : "shipped default";
   j["precision"] = precision_name(cfg.precision);
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();

@@ -97,6 +97,9 @@ struct BenchReport {
   // Whether this process may run AMX tiles, and why not (kernels/amx_support.h).
   bool amx_usable = false;
   std::string amx_reason;
+  // The host description the planner's estimates use: this machine's, written by `hanpu calibrate`
+  // (plan::calibrated_host_path()), or the shipped default, whose costs are estimates for no particular CPU.
+  bool host_calibrated = false;
   std::vector<BenchRecord> records;
 };
 
