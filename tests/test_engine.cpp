@@ -9,6 +9,8 @@
 
 #include "exec/chunk_kernels.h"
 #include "exec/strategies.h"
+#include "kernels/decay.h"
+#include "kernels/simd.h"
 #include "hanpu/engine.h"
 #include "ops/fla_emulation.h"
 #include "ops/problem.h"
@@ -380,7 +382,11 @@ TEST(Engine, KdaSimdScoresMatchTheScalarBuildingBlock) {
       std::vector<float> A0(L * ld), P0(L * ld), A1(L * ld, 7.0f), P1(L * ld, 7.0f);
       std::vector<float> s0((L + 2 * kIntraBlock) * K), s1(kda_intra_scores_simd_scratch(L, K));
       kda_intra_scores(L, K, q.data(), k.data(), G.data(), beta.data(), A0.data(), P0.data(), ld, s0.data());
-      kda_intra_scores_simd(L, K, q.data(), k.data(), G.data(), beta.data(), A1.data(), P1.data(), ld, s1.data());
+      std::vector<float> ga(L * K);  // the step factors exp(G_i - G_{i-1}) (row 0 unused)
+      for (int64_t i = 1; i < L; ++i) {
+        for (int64_t d = 0; d < K; ++d) ga[i * K + d] = std::exp(static_cast<float>(G[i * K + d] - G[(i - 1) * K + d]));
+      }
+      kda_intra_scores_simd(L, K, q.data(), k.data(), ga.data(), beta.data(), A1.data(), P1.data(), ld, s1.data());
       for (int64_t i = 0; i < L; ++i) {
         for (int64_t j = 0; j < L; ++j) {
           ASSERT_TRUE(std::isfinite(A1[i * ld + j]) && std::isfinite(P1[i * ld + j]));
@@ -400,6 +406,45 @@ namespace {
 
 // The engine's SIMD decode against recurrent_decode_slots: both state layouts, an in-place pool and a
 // pool with a non-unit last stride (copy path), padding, several tokens per sequence, 1-3 threads.
+// decay_factors: every factor within a few ulp of exp of the exact difference (KDA's rows between anchors are
+// running products of the step factors, n / 2 ulp after n of them), 0 where a -1000 gate lies between, at
+// chunk lengths around the anchor spacing, KDA's K = 1 included; GDN's each an exp, bit for bit exp_diff's.
+TEST(Engine, DecayFactorsMatchTheirExponentials) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (const auto& [kda, w] : {std::pair{false, int64_t{1}}, {true, int64_t{1}}, {true, int64_t{3}}, {true, int64_t{128}}}) {
+    for (int64_t L : {int64_t{1}, int64_t{2}, kDecayAnchorRows, kDecayAnchorRows + 1, int64_t{33}, int64_t{64}}) {
+      std::vector<float> g(L * w);
+      for (int64_t i = 0; i < L * w; ++i) g[i] = i % 37 == 5 ? -1000.0f : -2.0f * u(rng);
+      std::vector<double> G(L * w);
+      gate_cumsum(L, w, g.data(), G.data());
+      std::vector<float> ga(L * w, 7.0f), eg(L * w), eg_last(L * w), g_last(w);
+      decay_factors(L, w, G.data(), kda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
+      const double* gl = G.data() + (L - 1) * w;
+      // Within the rounding of the exp's float argument (|x| 2^-24 relative) and a few ulp.
+      const auto near = [&](float got, double x, const char* what, int64_t i, int64_t d) {
+        const double want = std::exp(x);
+        EXPECT_NEAR(got, want, (6e-8 * std::fabs(x) + 1e-6) * want + 1e-37)
+            << what << " w " << w << " L " << L << " row " << i << " ch " << d;
+      };
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t d = 0; d < w; ++d) {
+          near(eg[i * w + d], G[i * w + d], "exp(G_i)", i, d);
+          near(eg_last[i * w + d], gl[d] - G[i * w + d], "exp(G_last - G_i)", i, d);
+          if (kda) near(ga[i * w + d], G[i * w + d] - (i > 0 ? G[(i - 1) * w + d] : 0.0), "step factor", i, d);
+        }
+      }
+      for (int64_t d = 0; d < w; ++d) near(g_last[d], gl[d], "exp(G_last)", L - 1, d);
+      if (!kda) {  // GDN: each its own exp, and ga left alone
+        std::vector<float> want(L);
+        simd::exp_diff(L, 1, gl, 0, G.data(), 1, want.data());
+        EXPECT_EQ(eg_last, want);
+        EXPECT_EQ(ga, std::vector<float>(L, 7.0f));
+      }
+    }
+  }
+}
+
 TEST(Engine, DecodeSlotsMatchesTheRecurrentPath) {
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     for (bool v_first : {false, true}) {

@@ -15,10 +15,10 @@ namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
     : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
-      eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_), qb(C_ * K_), kb(C_ * K_) {}
+      ga(C_ * w_), eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_), qb(C_ * K_), kb(C_ * K_) {}
 
 int64_t ChunkInputs::bytes() const {
-  return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + eg.size() +
+  return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + ga.size() + eg.size() +
                                eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size() + eq.size() +
                                ek.size()) *
                                   sizeof(float) +
@@ -136,6 +136,37 @@ void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, cons
   }
 }
 
+void decay_factors(int64_t L, int64_t w, const double* G, float* ga, float* eg, float* eg_last, float* g_last) {
+  const double* gl = G + (L - 1) * w;
+  if (!ga) {  // GDN: one gate a row, 2 L + 1 exps in all: each its own exp
+    simd::exp_diff(L, w, G, w, nullptr, 0, eg);
+    simd::exp_diff(L, w, gl, 0, G, w, eg_last);
+    simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
+    return;
+  }
+  simd::exp_diff(1, w, G, 0, nullptr, 0, ga);
+  if (L > 1) simd::exp_diff(L - 1, w, G + w, w, G, w, ga + w);
+  // row `to` = row `from` o the step factors of row f
+  const auto times = [&](const float* from, int64_t f, float* to) {
+    simd::scale_rows(1, w, from, w, ga + f * w, w, nullptr, to, w);
+  };
+  for (int64_t i = 0; i < L; ++i) {
+    if (i % kDecayAnchorRows == 0) {
+      simd::exp_diff(1, w, G + i * w, 0, nullptr, 0, eg + i * w);  // exp(G_i), an anchor
+    } else {
+      times(eg + (i - 1) * w, i, eg + i * w);
+    }
+  }
+  for (int64_t i = L - 1; i >= 0; --i) {
+    if ((L - 1 - i) % kDecayAnchorRows == 0) {
+      simd::exp_diff(1, w, gl, 0, G + i * w, 0, eg_last + i * w);  // exp(G_last - G_i), an anchor
+    } else {
+      times(eg_last + (i + 1) * w, i + 1, eg_last + i * w);
+    }
+  }
+  simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
+}
+
 void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv,
                        const ChunkRows& c) {
   const int64_t h = p.qk_head(hv), L = c.L;
@@ -172,12 +203,7 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   rows.gates(s.batch, c.t0, L, hv, graw.data());
   rows.betas(s.batch, c.t0, L, hv, beta.data());
   simd::gate_cumsum(L, w, graw.data(), G.data());
-  // Exponents are differences taken in double, then rounded to float for the vector exp: all <= 0 for
-  // non-positive gates (exp(G), exp(G_last - G)).
-  const double* gl = G.data() + (L - 1) * w;
-  simd::exp_diff(L, w, G.data(), w, nullptr, 0, eg.data());
-  simd::exp_diff(L, w, gl, 0, G.data(), w, eg_last.data());
-  simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last.data());
+  decay_factors(L, w, G.data(), p.kind == Kind::kKda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
   if (raw_qk) {  // (GDN: one decay a row) the products' row factors, as scale_rows would form them
     for (int64_t i = 0; i < L; ++i) {
       bk[i] = beta[i] * fk[i];
@@ -421,7 +447,7 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
                   float* P, float* scratch, Counters& cnt, ScorePacking packing) {
   const int64_t K = p.K, C = in.C;
   if (p.kind == Kind::kKda) {
-    cnt.flops += kda_intra_scores_simd(L, K, in.q.data(), in.k.data(), in.G.data(), in.beta.data(), A, P, C, scratch);
+    cnt.flops += kda_intra_scores_simd(L, K, in.q.data(), in.k.data(), in.ga.data(), in.beta.data(), A, P, C, scratch);
     return;
   }
   // bf16: K^T is packed (its first `cols` columns), straight from the bf16 rows when q and k are raw.

@@ -74,35 +74,35 @@ void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, con
   }
 }
 
-double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
+double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const float* ga, const float* beta,
                              float* A, float* P, int64_t ld, float* scratch) {
   double flops = 0;
   const int64_t B = kIntraBlock;
   float* kl = scratch;        // [B, K]  exp(G_n - G_j) for the previous block's rows j
   float* klt = kl + B * K;    // [K, L]  column j: k_j o exp(G_n - G_j), j < n, for the current block start n
-  float* e = klt + K * L;     // [B, K]  exponent factors of the current rows
+  float* e = klt + K * L;     // [B, K]  exp(G_i - G_n) for the current rows i
   float* kr = e + B * K;      // [B, K]
   float* qr = kr + B * K;     // [B, K]
-  auto exp_diff = [&](int64_t rows, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {
-    simd::exp_diff(rows, K, Ga, sa, Gb, sb, out);
+  // row <- prev o f (one row of K channels)
+  auto times = [&](const float* prev, const float* f, float* row) {
+    simd::scale_rows(1, K, prev, K, f, K, nullptr, row, K);
   };
   for (int64_t r0 = 0; r0 < L; r0 += B) {
     const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;
-    const double* gn = G + r0 * K;
     if (r0 > 0) {
       // K~^T for this block start n = r0 from the previous one's, p = n - B: the columns j < p carried over,
       // each channel times exp(G_n - G_p) (exp(G_n - G_j) = exp(G_n - G_p) exp(G_p - G_j), both <= 1, so
-      // the products only shrink), and the previous block's B rows made fresh: one exp per channel and
-      // block, and a B-row transpose, instead of exps and a transpose of all n rows for every block
-      // (measured on the 64-row chunk, K = 128: 39-43 us -> 37.5 us for the whole of this function).
+      // the products only shrink), and the previous block's B rows made fresh: a B-row transpose instead of
+      // a transpose of all n rows for every block (measured on the 64-row chunk, K = 128: 39-43 us -> 37.5 us
+      // for the whole of this function). Every factor is a running product of the step factors ga
+      // (exp(G_n - G_j) = ga_{j+1} ... ga_n, exp(G_i - G_n) = ga_{n+1} ... ga_i): no exp here.
       const int64_t p0 = r0 - B;
-      if (p0 > 0) {
-        exp_diff(1, gn, 0, G + p0 * K, 0, e);  // exp(G_n - G_p) per channel
-        simd::scale_rows(K, p0, klt, L, e, 1, nullptr, klt, L);
-      }
-      exp_diff(B, gn, 0, G + p0 * K, K, kl);  // exp(G_n - G_j), p <= j < n
+      std::copy(ga + r0 * K, ga + (r0 + 1) * K, kl + (B - 1) * K);  // exp(G_n - G_{n-1})
+      for (int64_t j = B - 2; j >= 0; --j) times(kl + (j + 1) * K, ga + (p0 + j + 1) * K, kl + j * K);
+      if (p0 > 0) simd::scale_rows(K, p0, klt, L, kl, 1, nullptr, klt, L);  // times exp(G_n - G_p), row 0 of kl
       pack_transposed(B, K, Kc + p0 * K, K, kl, K, klt + p0, L);  // k_j o exp(G_n - G_j), transposed
-      exp_diff(m, G + r0 * K, K, gn, 0, e);  // exp(G_i - G_n)
+      std::fill(e, e + K, 1.0f);  // exp(G_i - G_n), i = n .. r1 - 1
+      for (int64_t t = 1; t < m; ++t) times(e + (t - 1) * K, ga + (r0 + t) * K, e + t * K);
       simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
       simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
       simd::gemm_nn(m, r0, K, kr, K, klt, L, false, A + r0 * ld, ld);
@@ -113,16 +113,15 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
       }
     }
     // Pairs inside the block: row i against rows j in [r0, i], with D[j - r0] = exp(G_i - G_j) kept from
-    // row to row as D <- D o exp(G_i - G_{i-1}) (one exp per channel and row instead of one per pair;
-    // every factor is <= 1 for non-positive gates, so the products only shrink: a -1000 gate zeroes them).
+    // row to row as D <- D o ga_i (every factor is <= 1 for non-positive gates, so the products only shrink:
+    // a -1000 gate zeroes them).
     float* D = kr;  // the off-diagonal tiles are done with kr and qr
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t nj = i - r0 + 1;
-      if (i > r0) exp_diff(1, G + i * K, K, G + (i - 1) * K, K, qr);  // exp(G_i - G_{i-1})
       float* sa = A + i * ld + r0;
       float* sp = P + i * ld + r0;
       // (k_j o exp(G_i - G_j)) . k_i and . q_i, D stepped to row i on the way
-      simd::decayed_dots2(nj, K, D, K, i > r0 ? qr : nullptr, Kc + r0 * K, K, Kc + i * K, Q + i * K, sa, sp);
+      simd::decayed_dots2(nj, K, D, K, i > r0 ? ga + i * K : nullptr, Kc + r0 * K, K, Kc + i * K, Q + i * K, sa, sp);
       for (int64_t j = 0; j < nj; ++j) sa[j] *= beta[i];
       sa[nj - 1] = 0.0f;  // the diagonal of A is 0
       std::fill(A + i * ld + i, A + i * ld + L, 0.0f);
