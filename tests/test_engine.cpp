@@ -419,7 +419,7 @@ TEST(Engine, DecayFactorsMatchTheirExponentials) {
       std::vector<double> G(L * w);
       gate_cumsum(L, w, g.data(), G.data());
       std::vector<float> ga(L * w, 7.0f), eg(L * w), eg_last(L * w), g_last(w);
-      decay_factors(L, w, G.data(), kda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
+      decay_factors(L, w, g.data(), G.data(), kda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
       const double* gl = G.data() + (L - 1) * w;
       // Within the rounding of the exp's float argument (|x| 2^-24 relative) and a few ulp.
       const auto near = [&](float got, double x, const char* what, int64_t i, int64_t d) {

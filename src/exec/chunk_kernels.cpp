@@ -136,7 +136,8 @@ void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, cons
   }
 }
 
-void decay_factors(int64_t L, int64_t w, const double* G, float* ga, float* eg, float* eg_last, float* g_last) {
+void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
+                   float* g_last) {
   const double* gl = G + (L - 1) * w;
   if (!ga) {  // GDN: one gate a row, 2 L + 1 exps in all: each its own exp
     simd::exp_diff(L, w, G, w, nullptr, 0, eg);
@@ -144,8 +145,7 @@ void decay_factors(int64_t L, int64_t w, const double* G, float* ga, float* eg, 
     simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
     return;
   }
-  simd::exp_diff(1, w, G, 0, nullptr, 0, ga);
-  if (L > 1) simd::exp_diff(L - 1, w, G + w, w, G, w, ga + w);
+  simd::exp_f32(L * w, g, ga);
   // row `to` = row `from` o the step factors of row f
   const auto times = [&](const float* from, int64_t f, float* to) {
     simd::scale_rows(1, w, from, w, ga + f * w, w, nullptr, to, w);
@@ -203,7 +203,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   rows.gates(s.batch, c.t0, L, hv, graw.data());
   rows.betas(s.batch, c.t0, L, hv, beta.data());
   simd::gate_cumsum(L, w, graw.data(), G.data());
-  decay_factors(L, w, G.data(), p.kind == Kind::kKda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
+  decay_factors(L, w, graw.data(), G.data(), p.kind == Kind::kKda ? ga.data() : nullptr, eg.data(), eg_last.data(),
+                g_last.data());
   if (raw_qk) {  // (GDN: one decay a row) the products' row factors, as scale_rows would form them
     for (int64_t i = 0; i < L; ++i) {
       bk[i] = beta[i] * fk[i];

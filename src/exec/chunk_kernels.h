@@ -79,7 +79,7 @@ struct ChunkInputs {
   int64_t C, K, w;  // w: gate width (1 for GDN, K for KDA)
   AlignedVector<float> q, k, v, beta, graw;
   AlignedVector<double> G;        // chunk-local inclusive cumsum of the gates [L, w]
-  AlignedVector<float> ga;        // KDA only: the step factors exp(G_i - G_{i-1}), row 0: exp(G_0)   [L, w]
+  AlignedVector<float> ga;        // KDA only: the step factors exp(g) = exp(G_i - G_{i-1})   [L, w]
   AlignedVector<float> eg;        // exp(G)            [L, w]
   AlignedVector<float> eg_last;   // exp(G_last - G)   [L, w]
   AlignedVector<float> g_last;    // exp(G_last)       [w]
@@ -105,9 +105,10 @@ struct ChunkInputs {
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
 
-// A chunk's decay factors from its gate cumsums G [L, w] (w = 1 for GDN, K for KDA): exp(G_i), exp(G_last -
-// G_i) and exp(G_last), each exponent a difference taken in double, then the float exp. With ga (KDA; null
-// for GDN) also the step factors ga_i = exp(G_i - G_{i-1}) (ga_0 = exp(G_0)), and then only every
+// A chunk's decay factors from its gates g [L, w] (w = 1 for GDN, K for KDA) and their cumsums G: exp(G_i),
+// exp(G_last - G_i) and exp(G_last), each exponent a difference taken in double, then the float exp. With ga
+// (KDA; null for GDN) also the step factors ga_i = exp(g_i) = exp(G_i - G_{i-1}) (the gate itself: the
+// difference of the double cumsums is g_i unless |G_{i-1}| exceeds 2^29 |g_i|), and then only every
 // kDecayAnchorRows-th row of exp(G_i) and exp(G_last - G_i) is an exp (an anchor), the rows between running
 // products of the step factors from it,
 //   eg_i = eg_{i-1} ga_i,   eg_last_i = eg_last_{i+1} ga_{i+1},
@@ -119,7 +120,8 @@ struct ChunkInputs {
 // every factor an exp, 1.29e-7 with an anchor every 4 rows, 1.36e-7 every 8, 1.48e-7 every 16, 1.65e-7 with
 // none (and GDN's 1.29e-7 would be 1.98e-7 with none: there the exps cost nothing, so it keeps them all).
 inline constexpr int64_t kDecayAnchorRows = 4;
-void decay_factors(int64_t L, int64_t w, const double* G, float* ga, float* eg, float* eg_last, float* g_last);
+void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
+                   float* g_last);
 
 // Asks for the lines of o's rows [t0, t0 + L) of head hv, columns [c0, c0 + n), for writing: issued a step
 // ahead, like ChunkInputs::prefetch, so the store's reads for ownership of the head-strided rows overlap
