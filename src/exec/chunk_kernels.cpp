@@ -139,10 +139,14 @@ void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, cons
 void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
                    float* g_last) {
   const double* gl = G + (L - 1) * w;
-  if (!ga) {  // GDN: one gate a row, 2 L + 1 exps in all: each its own exp
-    simd::exp_diff(L, w, G, w, nullptr, 0, eg);
-    simd::exp_diff(L, w, gl, 0, G, w, eg_last);
-    simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
+  if (!ga) {  // GDN: one gate a row (w = 1), 2 L + 1 exps in all, each its own exp
+    // The L rows as one row of L columns, so that the exps run on full vectors (the same bits: exp works
+    // lane by lane), G_last repeated for exp(G_last - G_i).
+    thread_local AlignedVector<double> last;
+    last.assign(static_cast<std::size_t>(L), *gl);
+    simd::exp_diff(1, L, G, 0, nullptr, 0, eg);
+    simd::exp_diff(1, L, last.data(), 0, G, 0, eg_last);
+    simd::exp_diff(1, 1, gl, 0, nullptr, 0, g_last);
     return;
   }
   simd::exp_f32(L * w, g, ga);

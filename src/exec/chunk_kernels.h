@@ -107,10 +107,10 @@ struct ChunkInputs {
 
 // A chunk's decay factors from its gates g [L, w] (w = 1 for GDN, K for KDA) and their cumsums G: exp(G_i),
 // exp(G_last - G_i) and exp(G_last), each exponent a difference taken in double, then the float exp. With ga
-// (KDA; null for GDN) also the step factors ga_i = exp(g_i) = exp(G_i - G_{i-1}) (the gate itself: the
-// difference of the double cumsums is g_i unless |G_{i-1}| exceeds 2^29 |g_i|), and then only every
-// kDecayAnchorRows-th row of exp(G_i) and exp(G_last - G_i) is an exp (an anchor), the rows between running
-// products of the step factors from it,
+// (KDA; null for GDN, whose w is 1) also the step factors ga_i = exp(g_i) = exp(G_i - G_{i-1}) (the gate
+// itself: the difference of the double cumsums is g_i unless |G_{i-1}| exceeds 2^29 |g_i|), and then only
+// every kDecayAnchorRows-th row of exp(G_i) and exp(G_last - G_i) is an exp (an anchor), the rows between
+// running products of the step factors from it,
 //   eg_i = eg_{i-1} ga_i,   eg_last_i = eg_last_{i+1} ga_{i+1},
 // as the KDA intra-chunk scores make all of theirs (kernels/decay.h). Why: KDA's per-channel gates made these
 // exps (about 37 K per chunk of 64 x 128 channels with the scores') the largest single cost of its step in
