@@ -412,7 +412,8 @@ namespace {
 TEST(Engine, DecayFactorsMatchTheirExponentials) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (const auto& [kda, w] : {std::pair{false, int64_t{1}}, {true, int64_t{1}}, {true, int64_t{3}}, {true, int64_t{128}}}) {
+  const std::pair<bool, int64_t> cases[] = {{false, 1}, {true, 1}, {true, 3}, {true, 128}};  // (KDA, w)
+  for (const auto& [kda, w] : cases) {
     for (int64_t L : {int64_t{1}, int64_t{2}, kDecayAnchorRows, kDecayAnchorRows + 1, int64_t{33}, int64_t{64}}) {
       std::vector<float> g(L * w);
       for (int64_t i = 0; i < L * w; ++i) g[i] = i % 37 == 5 ? -1000.0f : -2.0f * u(rng);

@@ -15,12 +15,13 @@ namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
     : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
-      ga(C_ * w_), eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_), qb(C_ * K_), kb(C_ * K_) {}
+      ga(C_ * w_), eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_),
+      qb(C_ * K_), kb(C_ * K_) {}
 
 int64_t ChunkInputs::bytes() const {
   return static_cast<int64_t>((q.size() + k.size() + v.size() + beta.size() + graw.size() + ga.size() + eg.size() +
-                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size() + eq.size() +
-                               ek.size()) *
+                               eg_last.size() + g_last.size() + run.size() + fq.size() + fk.size() + bk.size() +
+                               eq.size() + ek.size()) *
                                   sizeof(float) +
                               G.size() * sizeof(double) + (qb.size() + kb.size()) * sizeof(uint16_t));
 }
