@@ -348,6 +348,28 @@ TEST(Engine, GemmFirstExecutesFewerFlops) {
   EXPECT_LT(flops[1], flops[0]);
 }
 
+// bf16 q and k on the hanpu strategy's raw-row path (GDN in bf16 precision): without gemm-first its FLA-order
+// steps read k in fp32 (Kb = diag(beta eG) K), so the rows are widened; with it no step does, so they are not.
+// Both orders, with the in-kernel l2norm (whose factors come from the bf16 rows either way), agree up to their
+// different bf16 roundings (NMSE 2.9e-6 here); a k left unwidened zeroes W (NMSE 1.9e-4).
+TEST(Engine, RawBf16RowsAreWidenedExactlyWhereAStepReadsThem) {
+  TensorFile f = testing::small_problem(Kind::kGdn, DType::kBF16, 1, 512, 2, 2, 64, 32, 5);
+  Inputs in;
+  ASSERT_TRUE(bind_inputs(f, &in).ok());
+  Options opt;
+  opt.use_qk_l2norm_in_kernel = true;
+  opt.precision = Precision::kBf16;
+  Tensor o[2] = {Tensor(DType::kF32, {1, 512, 2, 32}), Tensor(DType::kF32, {1, 512, 2, 32})};
+  for (int g = 0; g < 2; ++g) {
+    EngineConfig cfg;
+    cfg.gemm_first = g == 1;
+    cfg.threads = 2;
+    RunStats st;
+    ASSERT_TRUE(engine_forward(in, opt, cfg, Outputs{o[g].view(), std::nullopt}, &st).ok());
+  }
+  EXPECT_LE(testing::nmse_of(o[0], o[1]), 2e-5);
+}
+
 TEST(Engine, StrategyNamesRoundTrip) {
   EXPECT_EQ(all_strategies().size(), 5u);
   for (Strategy s : all_strategies()) {

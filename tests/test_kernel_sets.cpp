@@ -738,6 +738,23 @@ void check_sum_squares_rows(const KernelSet& ks, std::mt19937_64& rng) {
         ASSERT_EQ(b, a) << ks.name << " n " << n << " rows " << rows << " row " << r;
       }
       EXPECT_EQ(got[rows], -1.0) << ks.name << ": wrote past the rows";
+      // bf16 rows: the sums of their widened values, bit for bit (and nothing past the rows).
+      std::vector<uint16_t> xb(rows * ldx);
+      std::vector<float> widened(rows * ldx);
+      for (std::size_t i = 0; i < xb.size(); ++i) {
+        xb[i] = f32_to_bf16_bits(x[i]);
+        widened[i] = bf16_bits_to_f32(xb[i]);
+      }
+      std::vector<double> want(rows), got_b(rows + 1, -1.0);
+      ks.sum_squares_rows(rows, n, widened.data(), ldx, want.data());
+      ks.sum_squares_rows_bf16(rows, n, xb.data(), ldx, got_b.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        uint64_t a, b;
+        std::memcpy(&a, &want[r], sizeof a);
+        std::memcpy(&b, &got_b[r], sizeof b);
+        ASSERT_EQ(b, a) << ks.name << " bf16 n " << n << " rows " << rows << " row " << r;
+      }
+      EXPECT_EQ(got_b[rows], -1.0) << ks.name << ": the bf16 form wrote past the rows";
     }
   }
 }

@@ -187,10 +187,14 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   const auto at = [&](const TensorView& x, int64_t t, int64_t m) {
     return s.batch * x.stride(0) + t * x.stride(1) + m * x.stride(2);
   };
+  // Raw rows that no step reads in fp32 stay bf16 only where stored contiguous: copied as stored, their l2norm
+  // factors summed from the bf16 values (the same factors), with no widened copy.
+  const bool q_bf16_only = raw_qk && !widen_raw_qk && !q_cm && qv.stride(3) == 1;
+  const bool k_bf16_only = raw_qk && !widen_raw_qk && !k_cm && kv.stride(3) == 1;
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
-    if (!q_cm) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
-    if (!k_cm) load_row_f32(kv, at(kv, t, h), kv.stride(3), K, k.data() + i * K);
+    if (!q_cm && !q_bf16_only) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
+    if (!k_cm && !k_bf16_only) load_row_f32(kv, at(kv, t, h), kv.stride(3), K, k.data() + i * K);
     if (raw_qk) {
       keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
       keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
@@ -199,8 +203,16 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   }
   // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch.
   if (raw_qk) {
-    rows.q_factors(L, q.data(), fq.data());
-    rows.k_factors(L, k.data(), fk.data());
+    if (q_bf16_only) {
+      rows.q_factors(L, qb.data(), fq.data());
+    } else {
+      rows.q_factors(L, q.data(), fq.data());
+    }
+    if (k_bf16_only) {
+      rows.k_factors(L, kb.data(), fk.data());
+    } else {
+      rows.k_factors(L, k.data(), fk.data());
+    }
   } else {
     rows.finish_q_rows(L, q.data(), fq.data());
     rows.finish_k_rows(L, k.data(), fk.data());

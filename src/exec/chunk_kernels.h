@@ -88,6 +88,9 @@ struct ChunkInputs {
   // stored, exact as GEMM operands, and their l2norm / scale factors fq, fk [L] are applied to products
   // (bk = beta o fk). Without raw rows, q and k are finished as usual and there are no factors.
   bool raw_qk = false;
+  // With raw rows, whether a step reads q and k in fp32 too (the FLA dataflow's K o beta does): if not, rows
+  // stored contiguous are not widened, and q and k hold nothing.
+  bool widen_raw_qk = true;
   AlignedVector<float> fq, fk, bk;
   AlignedVector<float> eq, ek;     // raw rows only: e^G o fq, e^G o fk [L], the row factors of Q S and K S
   AlignedVector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands

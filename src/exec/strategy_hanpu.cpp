@@ -132,6 +132,8 @@ void prepare_chunk(const Problem& p, const ChunkProgram& prog, const RowLoader<f
   const int64_t C = ws.C, L = cr.L;
   StepTimer timer(cnt, Part::kLoad);
   pc.in.raw_qk = decays_on_results(p) && p.in.q.dtype == DType::kBF16 && p.in.k.dtype == DType::kBF16;
+  // Of the steps, only K o beta (Kb) reads raw k in fp32 (the rest read the bf16 rows or the factors).
+  pc.in.widen_raw_qk = std::find(prog.ops.begin(), prog.ops.end(), plan::OpCode::kKb) != prog.ops.end();
   pc.in.load(p, rows, p.seqs[wk.n], wk.hv, cr);
   cnt.traffic_bytes += chunk_input_bytes(p, L, wk.Vc);
   timer.mark(Part::kScores);

@@ -99,6 +99,9 @@ struct KernelSet {
   // out[r] = sum_c x[r * ldx + c]^2 (reduced in double) for r < rows, each row's bits whether it is summed
   // alone (rows = 1, simd.h sum_squares) or beside others.
   void (*sum_squares_rows)(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out);
+  // sum_squares_rows of bf16 rows (bit patterns, row stride ldx), bit for bit on their widened values: the
+  // l2norm factors of bf16 q and k rows the GEMMs read as stored (no fp32 copy made for the norms).
+  void (*sum_squares_rows_bf16)(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out);
   void (*exp_f32)(int64_t n, const float* x, float* y);      // y = exp(x)
   // dst[r, c] = src[r, c] * scale[r * sw + (sw > 1 ? c : 0)] * (rowscale ? rowscale[r] : 1); dst may be src.
   void (*scale_rows)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,

@@ -2,6 +2,7 @@
 // the natural order; the GEMM is the scalar tile of kernels/gemm.h (one scalar GEMM in the project). Slow
 // and obviously right; the other sets are tested against it.
 #include <cmath>
+#include <vector>
 
 #include "kernels/bf16_round.h"
 #include "kernels/gemm.h"
@@ -28,6 +29,14 @@ double sum_squares(int64_t n, const float* x) {
 
 void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
   for (int64_t r = 0; r < rows; ++r) out[r] = sum_squares(n, x + r * ldx);
+}
+
+void sum_squares_rows_bf16(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out) {
+  std::vector<float> row(static_cast<std::size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) row[c] = bf16_bits_to_f32(x[r * ldx + c]);
+    out[r] = sum_squares(n, row.data());
+  }
 }
 
 void exp_f32(int64_t n, const float* x, float* y) {
@@ -179,7 +188,8 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
-  return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares_rows, &exp_f32,  &scale_rows,
+  return {"reference",      1,          &gemm<false>,  &gemm<true>,        &sum_squares_rows, &sum_squares_rows_bf16,
+          &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,

@@ -105,10 +105,25 @@ void GemmTN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const
   Gemm<true>(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
 }
 
-// sum x^2 over each of R rows of n floats: per row one fp32 FMA chain over its vectors, the lanes summed
-// in fp32, then the tail added in double. The R rows' chains are independent, so they overlap.
-template <int R>
-HWY_INLINE void SumSquaresBlock(int64_t n, const float* x, int64_t ldx, double* out) {
+// A full vector of fp32 values from x: loaded, or widened from bf16 bit patterns (exact).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const float* x) {
+  return hn::LoadU(d, x);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const uint16_t* x) {
+  const hn::RebindToUnsigned<D> du32;
+  const hn::Rebind<uint16_t, D> du16;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, x))));
+}
+inline float ScalarF32(float x) { return x; }
+inline float ScalarF32(uint16_t x) { return bf16_bits_to_f32(x); }
+
+// sum x^2 over each of R rows of n values (fp32, or bf16 widened): per row one fp32 FMA chain over its
+// vectors, the lanes summed in fp32, then the tail added in double. The R rows' chains are independent, so
+// they overlap. A bf16 row's sums are those of its widened fp32 row, bit for bit.
+template <int R, typename T>
+HWY_INLINE void SumSquaresBlock(int64_t n, const T* x, int64_t ldx, double* out) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> acc[R];
@@ -116,22 +131,31 @@ HWY_INLINE void SumSquaresBlock(int64_t n, const float* x, int64_t ldx, double* 
   int64_t i = 0;
   for (; i + nl <= n; i += nl) {
     for (int r = 0; r < R; ++r) {
-      const auto v = hn::LoadU(d, x + r * ldx + i);
+      const auto v = LoadF32(d, x + r * ldx + i);
       acc[r] = hn::MulAdd(v, v, acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    const float* xr = x + r * ldx;
+    const T* xr = x + r * ldx;
     double s = hn::GetLane(hn::SumOfLanes(d, acc[r]));
-    for (int64_t c = i; c < n; ++c) s += static_cast<double>(xr[c]) * xr[c];
+    for (int64_t c = i; c < n; ++c) s += static_cast<double>(ScalarF32(xr[c])) * ScalarF32(xr[c]);
     out[r] = s;
   }
 }
 
-void SumSquaresRows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
+template <typename T>
+void SumSquaresRowsOf(int64_t rows, int64_t n, const T* x, int64_t ldx, double* out) {
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) SumSquaresBlock<4>(n, x + r * ldx, ldx, out + r);
   for (; r < rows; ++r) SumSquaresBlock<1>(n, x + r * ldx, ldx, out + r);
+}
+
+void SumSquaresRows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
+  SumSquaresRowsOf(rows, n, x, ldx, out);
+}
+
+void SumSquaresRowsBf16(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out) {
+  SumSquaresRowsOf(rows, n, x, ldx, out);
 }
 
 void ExpF32(int64_t n, const float* x, float* y) {
@@ -638,7 +662,8 @@ int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::Scala
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 KernelSet MakeKernelSet() {
-  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &ExpF32,
+  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &SumSquaresRowsBf16,
+          &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
           &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
@@ -821,6 +846,10 @@ double sum_squares(int64_t n, const float* x) {
 }
 void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out) {
   active_kernels().sum_squares_rows(rows, n, x, ldx, out);
+}
+
+void sum_squares_rows_bf16(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out) {
+  active_kernels().sum_squares_rows_bf16(rows, n, x, ldx, out);
 }
 void exp_f32(int64_t n, const float* x, float* y) { active_kernels().exp_f32(n, x, y); }
 

@@ -120,6 +120,8 @@ double sum_squares(int64_t n, const float* x);
 // out[r] = sum_squares(n, x + r * ldx) for r < rows, the same bits (sum_squares is its one-row case): four
 // rows' independent chains side by side (one row's chain is one dependent FMA per vector).
 void sum_squares_rows(int64_t rows, int64_t n, const float* x, int64_t ldx, double* out);
+// The same sums of bf16 rows (bit patterns), bit for bit those of their widened values.
+void sum_squares_rows_bf16(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out);
 
 // y[i] = exp(x[i]), i < n (Highway's vectorised exp; a few ulp, 0 below about -87).
 void exp_f32(int64_t n, const float* x, float* y);

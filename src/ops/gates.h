@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <cstdint>
 
 #include "kernels/simd.h"
@@ -46,13 +47,19 @@ inline R l2norm_factor(const R* x, int64_t n) {
 }
 
 // l2norm_factor (fp32) of rows [0, rows) of x (row stride ldx) at once: the kernel set sums several rows'
-// squares side by side, each row in sum_squares's order, so every factor is l2norm_factor's.
-inline void l2norm_factors(int64_t rows, int64_t n, const float* x, int64_t ldx, float* out) {
+// squares side by side, each row in sum_squares's order, so every factor is l2norm_factor's. x: fp32 rows,
+// or bf16 rows (bit patterns), whose factors are those of their widened values.
+template <typename T>
+inline void l2norm_factors(int64_t rows, int64_t n, const T* x, int64_t ldx, float* out) {
   constexpr int64_t kBatch = 64;
   double ss[kBatch];
   for (int64_t r0 = 0; r0 < rows; r0 += kBatch) {
     const int64_t m = std::min(kBatch, rows - r0);
-    simd::sum_squares_rows(m, n, x + r0 * ldx, ldx, ss);
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      simd::sum_squares_rows_bf16(m, n, x + r0 * ldx, ldx, ss);
+    } else {
+      simd::sum_squares_rows(m, n, x + r0 * ldx, ldx, ss);
+    }
     for (int64_t r = 0; r < m; ++r) out[r0 + r] = static_cast<float>(1.0 / std::sqrt(ss[r] + 1e-6));
   }
 }

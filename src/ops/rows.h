@@ -53,11 +53,16 @@ class RowLoader {
   // factor finish_q / finish_k would multiply each raw row by (l2norm's 1/sqrt(sum x^2 + 1e-6) and, for q,
   // the scale), for products that apply it instead. finish_q_rows / finish_k_rows: every row finished as
   // finish_q / finish_k would, with `f` (L floats) as scratch. The l2norm's sums run several rows side by side.
-  void q_factors(int64_t L, const R* raw, R* out) const {
+  // raw: the rows as R, or (R = float) as bf16 bit patterns, with the factors of their widened values.
+  template <typename T>
+  void q_factors(int64_t L, const T* raw, R* out) const {
     norm_factors(L, raw, out);
     for (int64_t i = 0; i < L; ++i) out[i] = out[i] * static_cast<R>(p_.scale);
   }
-  void k_factors(int64_t L, const R* raw, R* out) const { norm_factors(L, raw, out); }
+  template <typename T>
+  void k_factors(int64_t L, const T* raw, R* out) const {
+    norm_factors(L, raw, out);
+  }
   void finish_q_rows(int64_t L, R* rows, R* f) const {
     l2norm_rows(L, rows, f);
     const R scale = static_cast<R>(p_.scale);
@@ -121,7 +126,8 @@ class RowLoader {
 
  private:
   // The in-kernel l2norm's multiplier of each of L rows (1 without it), and the rows multiplied by it.
-  void norm_factors(int64_t L, const R* raw, R* out) const {
+  template <typename T>
+  void norm_factors(int64_t L, const T* raw, R* out) const {
     if (p_.opt.use_qk_l2norm_in_kernel) {
       l2norm_factors(L, p_.K, raw, p_.K, out);
     } else {
