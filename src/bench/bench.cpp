@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/strided.h"
@@ -226,7 +225,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   out->amx_usable = amx_support().usable;
   out->amx_reason = amx_support().reason;
   progress(amx_line(*out));
-  out->host_calibrated = std::filesystem::exists(plan::calibrated_host_path());
+  // Calibrated when the planner's "host" is the description `hanpu calibrate` wrote (where load_device found it).
+  plan::Device host;
+  out->host_calibrated = plan::load_device("host", &host).ok() && host.origin == plan::calibrated_host_path();
   // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
   // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
   if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {

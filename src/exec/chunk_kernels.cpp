@@ -187,8 +187,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   const auto at = [&](const TensorView& x, int64_t t, int64_t m) {
     return s.batch * x.stride(0) + t * x.stride(1) + m * x.stride(2);
   };
-  // Raw rows that no step reads in fp32 stay bf16 only where stored contiguous: copied as stored, their l2norm
-  // factors summed from the bf16 values (the same factors), with no widened copy.
+  // Raw rows that no step reads in fp32 stay bf16 only where stored contiguous: copied as stored, with no
+  // widened copy.
   const bool q_bf16_only = raw_qk && !widen_raw_qk && !q_cm && qv.stride(3) == 1;
   const bool k_bf16_only = raw_qk && !widen_raw_qk && !k_cm && kv.stride(3) == 1;
   for (int64_t i = 0; i < L; ++i) {
@@ -201,18 +201,11 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     }
     if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
   }
-  // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch.
+  // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch. Raw
+  // rows' factors are summed from their bf16 values, widened or not (the same sums as of the widened rows).
   if (raw_qk) {
-    if (q_bf16_only) {
-      rows.q_factors(L, qb.data(), fq.data());
-    } else {
-      rows.q_factors(L, q.data(), fq.data());
-    }
-    if (k_bf16_only) {
-      rows.k_factors(L, kb.data(), fk.data());
-    } else {
-      rows.k_factors(L, k.data(), fk.data());
-    }
+    rows.q_factors(L, qb.data(), fq.data());
+    rows.k_factors(L, kb.data(), fk.data());
   } else {
     rows.finish_q_rows(L, q.data(), fq.data());
     rows.finish_k_rows(L, k.data(), fk.data());

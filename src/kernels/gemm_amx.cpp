@@ -333,21 +333,24 @@ void pack_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Oper
   pad_right(Kd, Np, w);
 }
 
-// KernelSet::gemm_packed_bf16_carrying: gemm_packed with one filler step after each tile step.
-void gemm_packed_carrying(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
-                          const Bf16Operand& B, bool acc, float* C, int64_t ldc, VectorFiller* filler) {
+// KernelSet::gemm_packed_bf16 (filler null) and gemm_packed_bf16_carrying (one filler step after each tile
+// step): A's tile rows made per call, B packed.
+void packed_product(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
+                    float* C, int64_t ldc, VectorFiller* filler) {
   if (M <= 0 || N <= 0) return;
   thread_local AlignedVector<uint32_t> abuf;
   const Operands t = operands(left_rows(M, Kd, A, lda, &abuf), padded_pairs(Kd), words_of(B), B.ld);
   multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc, {}, filler);
 }
 
+void gemm_packed_carrying(const KernelSet&, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                          const Bf16Operand& B, bool acc, float* C, int64_t ldc, VectorFiller* filler) {
+  packed_product(M, N, Kd, A, lda, B, acc, C, ldc, filler);
+}
+
 void gemm_packed(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B, bool acc,
                  float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  thread_local AlignedVector<uint32_t> abuf;
-  const Operands t = operands(left_rows(M, Kd, A, lda, &abuf), padded_pairs(Kd), words_of(B), B.ld);
-  multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc);
+  packed_product(M, N, Kd, A, lda, B, acc, C, ldc, nullptr);
 }
 
 // KernelSet::gemm_nn_bf16 / gemm_tn_bf16: both operands packed per call (A's tile rows from its rows, or from
