@@ -358,46 +358,51 @@ void check_bf16_conversions(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// The decay mask of a score row against its definition in double: exact zeros above the diagonal (a from
-// column i, p beyond it), a few ulp of exp elsewhere, with and without column factors, at rows and lengths
-// around the vector width, gate cumsums down to about -190 (results in the subnormal range: absolute
+// The decay mask of a chunk (simd.h decay_mask) against exp(G_i - G_j) in double: exact zeros above the
+// diagonal (a from column i, p beyond it), elsewhere within the rounding of its float exponents, exp's ulps and
+// at most three products; and bit for bit against its definition entry by entry with the set's own exp_f32,
+// with and without column and row factors, a or p alone, at lengths around the 16-row blocks, anchors and vector
+// widths, a row stride past L (left untouched), gate cumsums down to about -190 (subnormal results: absolute
 // tolerance below the smallest normal float).
 void check_decay_mask(const KernelSet& ks, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> gate(-3.0, 0.0);
-  for (int64_t L : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{25}, int64_t{64}}) {
+  for (int64_t L : {int64_t{1}, int64_t{5}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{25}, int64_t{33},
+                    int64_t{64}}) {
+    const int64_t ld = L + 3;
     std::vector<double> G(L);
     double g = 0;
     for (double& x : G) x = (g += gate(rng));
-    const std::vector<float> cf = randn(L, rng), a0 = randn(L + 1, rng), p0 = randn(L + 1, rng);
-    for (int64_t i : {int64_t{0}, L / 2, L - 1}) {
-      for (bool factors : {false, true}) {
-        std::vector<float> a = a0, p = p0;
-        ks.decay_mask_row(i, L, G.data(), factors ? cf.data() : nullptr, 0.75f, 1.5f, a.data(), p.data());
+    const std::vector<float> cf = randn(L, rng), ra = randn(L, rng), rp = randn(L, rng);
+    const std::vector<float> a0 = randn(L * ld, rng), p0 = randn(L * ld, rng);
+    for (bool factors : {false, true}) {
+      std::vector<float> a = a0, p = p0;
+      const float *c = factors ? cf.data() : nullptr, *sa = factors ? ra.data() : nullptr,
+                  *sp = factors ? rp.data() : nullptr;
+      ks.decay_mask(L, G.data(), c, sa, sp, a.data(), p.data(), ld);
+      std::vector<float> bits_a = a0, bits_p = p0;  // the definition's factors and order, this set's exps
+      decay_mask_by_entries(ks.exp_f32, L, G.data(), c, sa, sp, bits_a.data(), bits_p.data(), ld);
+      for (int64_t i = 0; i < L; ++i) {
+        const float fa = factors ? ra[i] : 1.0f, fp = factors ? rp[i] : 1.0f;
         for (int64_t j = 0; j < L; ++j) {
-          const double m = std::exp(static_cast<double>(static_cast<float>(G[i] - G[j]))) * (factors ? cf[j] : 1.0);
-          const double wa = j < i ? a0[j] * 0.75 * m : 0.0, wp = j <= i ? p0[j] * 1.5 * m : 0.0;
           const std::string at = " row " + std::to_string(i) + " col " + std::to_string(j) + " of " + std::to_string(L);
-          ASSERT_NEAR(a[j], wa, 1e-6 * std::fabs(wa) + 1e-37) << ks.name << " a," << at;
-          ASSERT_NEAR(p[j], wp, 1e-6 * std::fabs(wp) + 1e-37) << ks.name << " p," << at;
+          const double m = std::exp(G[i] - G[j]) * (factors ? cf[j] : 1.0);
+          const double wa = j < i ? a0[i * ld + j] * fa * m : 0.0, wp = j <= i ? p0[i * ld + j] * fp * m : 0.0;
+          const double rel = 2e-6 + 2.5e-7 * std::fabs(G[i] - G[j]);
+          ASSERT_NEAR(a[i * ld + j], wa, rel * std::fabs(wa) + 1e-37) << ks.name << " a," << at;
+          ASSERT_NEAR(p[i * ld + j], wp, rel * std::fabs(wp) + 1e-37) << ks.name << " p," << at;
+          ASSERT_EQ(a[i * ld + j], bits_a[i * ld + j]) << ks.name << " a bits," << at;
+          ASSERT_EQ(p[i * ld + j], bits_p[i * ld + j]) << ks.name << " p bits," << at;
         }
-        // Bit for bit: exp as the set's exp_f32 computes it, whichever lane group (full vector, half, single)
-        // a column falls in, then the factors in the definition's order.
-        std::vector<float> x(L), m(L);
-        for (int64_t j = 0; j < L; ++j) x[j] = static_cast<float>(G[i] - G[j]);
-        ks.exp_f32(L, x.data(), m.data());
-        for (int64_t j = 0; j <= i; ++j) {
-          const float mj = factors ? m[j] * cf[j] : m[j];
-          if (j < i) {
-            ASSERT_EQ(a[j], a0[j] * (0.75f * mj)) << ks.name << " a, row " << i << " col " << j << " of " << L;
-          }
-          ASSERT_EQ(p[j], p0[j] * (1.5f * mj)) << ks.name << " p, row " << i << " col " << j << " of " << L;
+        for (int64_t j = L; j < ld; ++j) {
+          ASSERT_EQ(a[i * ld + j], a0[i * ld + j]) << ks.name << ": wrote past row " << i;
+          ASSERT_EQ(p[i * ld + j], p0[i * ld + j]) << ks.name << ": wrote past row " << i;
         }
-        EXPECT_EQ(a[L], a0[L]) << ks.name << ": wrote past the row";
-        EXPECT_EQ(p[L], p0[L]) << ks.name << ": wrote past the row";
-        std::vector<float> only_p = p0;  // a not formed: the same p
-        ks.decay_mask_row(i, L, G.data(), factors ? cf.data() : nullptr, 0.75f, 1.5f, nullptr, only_p.data());
-        EXPECT_EQ(only_p, p) << ks.name;
       }
+      std::vector<float> only_a = a0, only_p = p0;  // one of them not formed: the same other
+      ks.decay_mask(L, G.data(), c, sa, sp, only_a.data(), nullptr, ld);
+      ks.decay_mask(L, G.data(), c, sa, sp, nullptr, only_p.data(), ld);
+      EXPECT_EQ(only_a, a) << ks.name;
+      EXPECT_EQ(only_p, p) << ks.name;
     }
   }
 }

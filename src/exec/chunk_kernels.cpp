@@ -501,13 +501,10 @@ void chunk_scores(const Problem& p, const ChunkInputs& in, int64_t L, bool need_
       }
     }
   }
-  // M_ij = exp(G_i - G_j), j <= i, shared by both masks; the differences are taken in double. Raw rows: the
-  // l2norm / scale factors of row i (in beta_k and fq) and of column j (fk).
-  const double* G = in.G.data();
-  for (int64_t i = 0; i < L; ++i) {
-    simd::decay_mask_row(i, L, G, in.raw_qk ? in.fk.data() : nullptr, in.beta_k()[i], in.raw_qk ? in.fq[i] : 1.0f,
-                         need_a ? A + i * C : nullptr, need_p ? P + i * C : nullptr);
-  }
+  // M_ij ~ exp(G_i - G_j), j <= i, shared by both masks (kernels/simd.h decay_mask). Raw rows: the l2norm /
+  // scale factors of row i (in beta_k and fq) and of column j (fk).
+  simd::decay_mask(L, in.G.data(), in.raw_qk ? in.fk.data() : nullptr, in.beta_k(), in.raw_qk ? in.fq.data() : nullptr,
+                   need_a ? A : nullptr, need_p ? P : nullptr, C);
 }
 
 }  // namespace hanpu

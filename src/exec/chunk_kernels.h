@@ -122,7 +122,7 @@ struct ChunkInputs {
 // n / 2 ulp, which does show in exact mode's state: KDA rel. RMS S at T = 4096 (bench preset) 1.23e-7 with
 // every factor an exp, 1.29e-7 with an anchor every 4 rows, 1.36e-7 every 8, 1.48e-7 every 16, 1.65e-7 with
 // none (and GDN's 1.29e-7 would be 1.98e-7 with none: there the exps cost nothing, so it keeps them all).
-inline constexpr int64_t kDecayAnchorRows = 4;
+// (kDecayAnchorRows: kernels/decay.h, shared with GDN's decay mask.)
 void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
                    float* g_last);
 

@@ -32,6 +32,37 @@ void decay_mask_scalar(int64_t L, const double* G, const float* rowscale, bool i
   }
 }
 
+void decay_mask_by_entries(ExpF32Fn exp, int64_t L, const double* G, const float* cf, const float* ra,
+                           const float* rp, float* a, float* p, int64_t ld) {
+  const auto e_of = [exp](double x) {
+    const float xf = static_cast<float>(x);
+    float y;
+    exp(1, &xf, &y);
+    return y;
+  };
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t i0 = i / kIntraBlock * kIntraBlock, anchor = i0 + (i - i0) / kDecayAnchorRows * kDecayAnchorRows;
+    const float sa = ra ? ra[i] : 1.0f, sp = rp ? rp[i] : 1.0f;
+    for (int64_t j = 0; j < L; ++j) {
+      float fa = 0.0f, fp = 0.0f;  // the factors of a_ij and p_ij
+      if (j < i0) {
+        const float e = e_of(G[i] - G[i0]), d = e_of(G[i0] - G[j]);
+        const float dc = cf ? d * cf[j] : d;
+        fa = (sa * e) * dc;
+        fp = (sp * e) * dc;
+      } else if (j <= i) {
+        float r = j <= anchor ? e_of(G[anchor] - G[j]) : 1.0f;
+        for (int64_t t = std::max(anchor, j) + 1; t <= i; ++t) r *= e_of(G[t] - G[t - 1]);
+        const float m = cf ? r * cf[j] : r;
+        fa = sa * m;
+        fp = sp * m;
+      }
+      if (a) a[i * ld + j] = j < i ? a[i * ld + j] * fa : 0.0f;
+      if (p) p[i * ld + j] = j <= i ? p[i * ld + j] * fp : 0.0f;
+    }
+  }
+}
+
 void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
                       float* A, float* P, int64_t ld, float* scratch) {
   float* kl = scratch;                      // [L, K]  k_j * exp(G_n - G_j), j < n

@@ -18,6 +18,13 @@ void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
 void decay_mask_scalar(int64_t L, const double* G, const float* rowscale, bool include_diag, float* X,
                        int64_t ldx);
 
+// kernels/simd.h decay_mask's definition entry by entry, each factor from its own exps and products in the
+// definition's order, with `exp` for exp_f32: the reference kernel set's form (exp = its exp_f32), and the bits
+// a set's own form must give with that set's exp_f32 (tested).
+using ExpF32Fn = void (*)(int64_t n, const float* x, float* y);
+void decay_mask_by_entries(ExpF32Fn exp, int64_t L, const double* G, const float* cf, const float* ra,
+                           const float* rp, float* a, float* p, int64_t ld);
+
 // Per-channel gates (KDA), G is L x K:
 //   A_ij = beta_i * sum_d k_id k_jd exp(G_id - G_jd)   for i > j, 0 otherwise
 //   P_ij =          sum_d q_id k_jd exp(G_id - G_jd)   for i >= j, 0 otherwise
@@ -25,6 +32,10 @@ void decay_mask_scalar(int64_t L, const double* G, const float* rowscale, bool i
 // the split exp(G_id - G_jd) = exp(G_id - G_nd) * exp(G_nd - G_jd) (both factors <= 1) so they are GEMM
 // tiles; pairs inside the sub-block are summed exactly. scratch holds (L + 2 * kIntraBlock) * K floats.
 inline constexpr int64_t kIntraBlock = 16;
+// Running products of step factors (a decay e^(G_i - G_j) as e^(G_(i-1) - G_j) e^(g_i)) restart from an exp
+// every kDecayAnchorRows rows, so at most three products (1.5 ulp) separate a factor from an exp
+// (exec/chunk_kernels.h decay_factors, kernels/simd.h decay_mask).
+inline constexpr int64_t kDecayAnchorRows = 4;
 void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, const double* G, const float* beta,
                       float* A, float* P, int64_t ld, float* scratch);
 

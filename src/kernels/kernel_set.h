@@ -137,9 +137,9 @@ struct KernelSet {
   // Rows of bf16 bit patterns to fp32 (exact) and back (nearest, ties to even; NaN stays a quiet NaN).
   void (*bf16_to_f32)(int64_t n, const uint16_t* src, float* dst);
   void (*f32_to_bf16)(int64_t n, const float* src, uint16_t* dst);
-  // Row i of a GDN chunk's decay-masked scores (simd.h decay_mask_row), exp as exp_f32 computes it.
-  void (*decay_mask_row)(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a,
-                         float* p);
+  // A GDN chunk's decay-masked scores (simd.h decay_mask), exp as exp_f32 computes it.
+  void (*decay_mask)(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
+                     int64_t ld);
   // Decay factors from gate cumsums (simd.h exp_diff), exp as exp_f32 computes it.
   void (*exp_diff)(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out);
   // The packed product's forms for operands already in bf16 (rows of bf16 bit patterns, e.g. bf16 q and k

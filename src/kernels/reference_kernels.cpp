@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "kernels/bf16_round.h"
-#include "kernels/gemm.h"
 #include "kernels/decay.h"
+#include "kernels/gemm.h"
 #include "kernels/kernel_set.h"
 #include "kernels/tril_inverse.h"
 
@@ -134,17 +134,9 @@ void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
-void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
-  for (int64_t j = 0; j < L; ++j) {
-    float m = 0.0f;
-    if (j <= i) {
-      const float x = static_cast<float>(G[i] - G[j]);
-      exp_f32(1, &x, &m);
-      if (cf) m *= cf[j];
-    }
-    if (a) a[j] = j < i ? a[j] * (ra * m) : 0.0f;
-    if (p) p[j] = j <= i ? p[j] * (rp * m) : 0.0f;
-  }
+void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
+                int64_t ld) {
+  decay_mask_by_entries(&exp_f32, L, G, cf, ra, rp, a, p, ld);
 }
 
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B, bool acc,
@@ -192,7 +184,7 @@ KernelSet make_reference_kernel_set() {
           &exp_f32,  &scale_rows,
           &beta_residual, &decode<false>, &decode<true>, &decayed_dots2, &fma_peak,
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
-          &decay_mask_row, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
+          &decay_mask, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
           &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
           &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
           &gate_cumsum, "fp32 FMA on rounded operands", nullptr};

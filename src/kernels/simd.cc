@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/bf16_round.h"
+#include "kernels/decay.h"
 #include "kernels/kernel_set.h"
 #include "kernels/pack.h"
 #include "kernels/simd.h"
@@ -167,32 +169,6 @@ void ExpF32(int64_t n, const float* x, float* y) {
   for (; i < n; ++i) hn::StoreU(hn::Exp(d1, hn::LoadU(d1, x + i)), d1, y + i);
 }
 
-// One lane group of DecayMaskRow at columns [j, j + Lanes(d32)), x_j = float(G_i - G_j) given: m = exp(x)
-// (cf_j), then a_j *= ra m for j < i and p_j *= rp m for j <= i, zero beyond. Exp works lane by lane, so
-// a lane's m is the same in a full vector or a narrower one.
-template <class D32>
-HWY_INLINE void DecayMaskLanes(D32 d32, int64_t i, int64_t j, hn::Vec<D32> x, const float* cf, float ra, float rp,
-                               float* a, float* p) {
-  const int64_t nl = static_cast<int64_t>(hn::Lanes(d32));
-  auto m = hn::Exp(d32, x);
-  if (cf) m = hn::Mul(m, hn::LoadU(d32, cf + j));
-  if (a) {
-    const auto below = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i - j)));
-    hn::StoreU(hn::IfThenElseZero(below, hn::Mul(hn::LoadU(d32, a + j), hn::Mul(hn::Set(d32, ra), m))), d32, a + j);
-  }
-  if (p) {
-    const auto upto = hn::FirstN(d32, static_cast<size_t>(std::min<int64_t>(nl, i + 1 - j)));
-    hn::StoreU(hn::IfThenElseZero(upto, hn::Mul(hn::LoadU(d32, p + j), hn::Mul(hn::Set(d32, rp), m))), d32, p + j);
-  }
-}
-
-// Zeros a and p over a lane group wholly above the diagonal (j > i).
-template <class D32>
-HWY_INLINE void DecayMaskZero(D32 d32, int64_t j, float* a, float* p) {
-  if (a) hn::StoreU(hn::Zero(d32), d32, a + j);
-  if (p) hn::StoreU(hn::Zero(d32), d32, p + j);
-}
-
 // out[r * cols + d] = exp(float(Ga[r * sa + d] - (Gb ? Gb[r * sb + d] : 0))), the difference in double. The
 // exp runs on full float vectors: two double vectors are demoted and combined first (a float vector holds
 // twice the lanes of a double one), as many lanes per Exp as exp_f32 has.
@@ -228,34 +204,106 @@ void ExpDiff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const dou
   }
 }
 
-// Full float vectors, their exponents from two double vectors demoted and combined (as ExpDiff does: one
-// Exp per full float vector), then single lanes for the tail.
-void DecayMaskRow(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
-  const double gi = G[i];
-  int64_t j = 0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::ScalableTag<float> df;
-  const hn::Half<decltype(df)> dh;
-  const hn::Repartition<double, decltype(df)> dd;
-  const int64_t nf = static_cast<int64_t>(hn::Lanes(df)), nh = static_cast<int64_t>(hn::Lanes(dh));
-  for (; j + nf <= L; j += nf) {
-    if (j > i) {
-      DecayMaskZero(df, j, a, p);
-      continue;
-    }
-    const auto lo = hn::DemoteTo(dh, hn::Sub(hn::Set(dd, gi), hn::LoadU(dd, G + j)));
-    const auto hi = hn::DemoteTo(dh, hn::Sub(hn::Set(dd, gi), hn::LoadU(dd, G + j + nh)));
-    DecayMaskLanes(df, i, j, hn::Combine(df, hi, lo), cf, ra, rp, a, p);
+// GDN's decay-masked scores of a chunk (simd.h decay_mask). The exps (the step factors, each 16-row block's
+// left factors e and d, its anchor rows) go through ExpF32 on buffers zero-padded to whole blocks, so every
+// exp runs on a full vector; the left of a block is plain multiply loops over whole blocks of columns (the
+// compiler vectorises them for this target); the diagonal block's running row lives in whole vectors (a
+// 16-float row of a stack array that only vector loads and stores touch: writing it lane by lane and then
+// reading it as a vector stalled store forwarding, which made this slower than one exp per entry). Each
+// product is one fp32 multiply whatever the width, so the bits are the definition's. Per 64-row chunk about
+// 30 vectors of exps instead of 160.
+// Lanes [c0, c0 + Lanes(d)) of row k of a diagonal block (columns from the block's first): m = r cf, then
+// a_c <- a_c * (sa m) for c < k and p_c <- p_c * (sp m) for c <= k, zero beyond.
+template <class D>
+HWY_INLINE void DecayMaskLanes(D d, int64_t k, int64_t c0, const float* r, const float* cf, float sa, float sp, float* a,
+                               float* p) {
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  const auto rv = hn::LoadU(d, r + c0);
+  const auto m = cf ? hn::Mul(rv, hn::LoadU(d, cf + c0)) : rv;
+  if (a) {
+    const auto below = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(k - c0, 0, nl)));
+    hn::StoreU(hn::IfThenElseZero(below, hn::Mul(hn::LoadU(d, a + c0), hn::Mul(hn::Set(d, sa), m))), d, a + c0);
   }
-#endif
-  const hn::CappedTag<double, 1> d64_1;
-  const hn::CappedTag<float, 1> d32_1;
-  for (; j < L; ++j) {
-    if (j > i) {
-      DecayMaskZero(d32_1, j, a, p);
-    } else {
-      DecayMaskLanes(d32_1, i, j, hn::DemoteTo(d32_1, hn::Sub(hn::Set(d64_1, gi), hn::LoadU(d64_1, G + j))), cf, ra,
-                     rp, a, p);
+  if (p) {
+    const auto upto = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(k + 1 - c0, 0, nl)));
+    hn::StoreU(hn::IfThenElseZero(upto, hn::Mul(hn::LoadU(d, p + c0), hn::Mul(hn::Set(d, sp), m))), d, p + c0);
+  }
+}
+
+void DecayMask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
+               int64_t ld) {
+  constexpr int64_t B = kIntraBlock, R = kDecayAnchorRows;
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));  // divides B on every target
+  const int64_t Lp = (L + B - 1) / B * B, nb = Lp / B;
+  // Every exponent of the chunk in x, then one ExpF32 into y (many independent vectors, so the exps overlap):
+  // the step factors (Lp), per block i0 > 0 its e (B) and d (i0), then per block its anchor rows (B B / R * B).
+  const int64_t left0 = Lp, anchors0 = left0 + (nb - 1) * B + Lp * (nb - 1) / 2, total = anchors0 + nb * B * B / R;
+  thread_local AlignedVector<float> buf;
+  buf.resize(static_cast<std::size_t>(2 * total + Lp));
+  float* __restrict x = buf.data();
+  float* __restrict y = x + total;
+  float* __restrict dc = y + total;  // [Lp] the left factors d_j cf_j of the current block
+  x[0] = 0.0f;
+  for (int64_t i = 1; i < Lp; ++i) x[i] = i < L ? static_cast<float>(G[i] - G[i - 1]) : 0.0f;
+  const auto left_at = [&](int64_t i0) { return left0 + (i0 / B - 1) * B + i0 * (i0 / B - 1) / 2; };
+  const auto anchors_at = [&](int64_t i0) { return anchors0 + i0 / B * B * B / R; };
+  for (int64_t i0 = 0; i0 < L; i0 += B) {
+    const int64_t n = std::min(B, L - i0);
+    if (i0 > 0) {  // e_i = exp(f(G_i - G_i0)) (B values), then d_j = exp(f(G_i0 - G_j)) (i0 values)
+      float* xl = x + left_at(i0);
+      for (int64_t k = 0; k < B; ++k) xl[k] = k < n ? static_cast<float>(G[i0 + k] - G[i0]) : 0.0f;
+      for (int64_t j = 0; j < i0; ++j) xl[B + j] = static_cast<float>(G[i0] - G[j]);
+    }
+    // The anchor rows k = 0, R, 2R, ...: exp(f(G_(i0+k) - G_(i0+c))) for c <= k, exp(0) beyond (never used:
+    // lane c is set to 1 at row c before a row reads it).
+    for (int64_t k = 0; k < B; k += R) {
+      float* xa = x + anchors_at(i0) + k / R * B;
+      for (int64_t c = 0; c < B; ++c) xa[c] = c <= k && k < n && c < n ? static_cast<float>(G[i0 + k] - G[i0 + c]) : 0.0f;
+    }
+  }
+  ExpF32(total, x, y);
+  const float* ga = y;  // ga[0] unused
+  for (int64_t i0 = 0; i0 < L; i0 += B) {
+    const int64_t n = std::min(B, L - i0);
+    if (i0 > 0) {  // left of the block
+      const float* e = y + left_at(i0);
+      for (int64_t j = 0; j < i0; ++j) dc[j] = cf ? e[B + j] * cf[j] : e[B + j];
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = i0 + k;
+        if (a) {
+          const float s = (ra ? ra[i] : 1.0f) * e[k];
+          float* __restrict row = a + i * ld;
+          for (int64_t j = 0; j < i0; ++j) row[j] *= s * dc[j];
+        }
+        if (p) {
+          const float s = (rp ? rp[i] : 1.0f) * e[k];
+          float* __restrict row = p + i * ld;
+          for (int64_t j = 0; j < i0; ++j) row[j] *= s * dc[j];
+        }
+      }
+    }
+    const float* anchor = y + anchors_at(i0);
+    HWY_ALIGN float r[B];  // the running row r_(i, i0 + c)
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = i0 + k;
+      for (int64_t c0 = 0; c0 < B; c0 += N) {
+        const auto rv = k % R == 0 ? hn::Load(d, anchor + k / R * B + c0)
+                                   : hn::IfThenElse(hn::Eq(hn::Iota(d, static_cast<float>(c0)), hn::Set(d, static_cast<float>(k))),
+                                                    hn::Set(d, 1.0f), hn::Mul(hn::Load(d, r + c0), hn::Set(d, ga[i])));
+        hn::Store(rv, d, r + c0);
+      }
+      const float sa = ra ? ra[i] : 1.0f, sp = rp ? rp[i] : 1.0f;
+      float* ar = a ? a + i * ld + i0 : nullptr;
+      float* pr = p ? p + i * ld + i0 : nullptr;
+      const float* cr = cf ? cf + i0 : nullptr;
+      int64_t c0 = 0;
+      for (; c0 + N <= n; c0 += N) DecayMaskLanes(d, k, c0, r, cr, sa, sp, ar, pr);
+      const hn::CappedTag<float, 1> d1;
+      for (; c0 < n; ++c0) DecayMaskLanes(d1, k, c0, r, cr, sa, sp, ar, pr);
+      // Above the diagonal block: zero.
+      if (a) std::fill(a + i * ld + i0 + n, a + i * ld + L, 0.0f);
+      if (p) std::fill(p + i * ld + i0 + n, p + i * ld + L, 0.0f);
     }
   }
 }
@@ -666,7 +714,7 @@ KernelSet MakeKernelSet() {
           &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
-          &DecayMaskRow, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
+          &DecayMask, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
           &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows,
           &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
           &GateCumsum, "fp32 FMA on rounded operands", nullptr};
@@ -787,8 +835,9 @@ void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t l
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
 
-void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p) {
-  active_kernels().decay_mask_row(i, L, G, cf, ra, rp, a, p);
+void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
+                int64_t ld) {
+  active_kernels().decay_mask(L, G, cf, ra, rp, a, p, ld);
 }
 
 void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {

@@ -104,11 +104,20 @@ void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_
 // order from 0.0, so the same bits), every channel of a row at once.
 void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
 
-// Row i of a GDN chunk's decay-masked scores, in place over columns j < L: with
-//   m_j = exp(float(G_i - G_j)) * (cf ? cf[j] : 1)     (G: the chunk's gate cumsums, in double)
-//   a_j <- a_j * (ra * m_j) for j < i, 0 for j >= i;    p_j <- p_j * (rp * m_j) for j <= i, 0 beyond.
-// a or p may be null (not formed).
-void decay_mask_row(int64_t i, int64_t L, const double* G, const float* cf, float ra, float rp, float* a, float* p);
+// GDN's decay-masked scores of a chunk, in place over rows i < L and columns j < L (row stride ld), from the
+// chunk's gate cumsums G (double): with m_ij ~ exp(G_i - G_j) cf_j for j <= i,
+//   a_ij <- a_ij * (ra_i * m_ij) for j < i, 0 for j >= i;   p_ij <- p_ij * (rp_i * m_ij) for j <= i, 0 beyond
+// (cf, ra, rp null: 1; a or p null: not formed). m comes from few exps, in 16-row blocks (kIntraBlock, the
+// split KDA's intra-chunk scores use), f(x) the double x rounded to float and exp as the set's exp_f32:
+//   left of row i's block (j < i0, its first row): a_ij <- a_ij * ((ra_i e_i) (d_j cf_j)) with
+//     e_i = exp(f(G_i - G_i0)) and d_j = exp(f(G_i0 - G_j)), both <= 1 for non-positive gates (log decays);
+//   inside the block (i0 <= j <= i): m_ij = r_ij cf_j, where every kDecayAnchorRows-th row from i0 (an
+//     anchor) has r_ij = exp(f(G_i - G_j)) and the rows after it the running products r_ij = r_(i-1)j ga_i of
+//     the step factors ga_i = exp(f(G_i - G_(i-1))), with r_jj = 1 where a product starts (j past the anchor).
+// Why: one exp per entry made this the largest vector pass of a GDN step; a product adds half an ulp, at most
+// three in a row.
+void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
+                int64_t ld);
 
 // out[r * cols + d] = exp(float(Ga[r * sa + d] - Gb[r * sb + d])) for r < rows, d < cols: decay factors from
 // gate cumsums, the difference taken in double (Gb null: 0; a stride of 0 repeats one row).
