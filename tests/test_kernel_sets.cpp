@@ -456,6 +456,41 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// scale_rows_bf16 against its definition: gemm_bf16_rows on its rows gives the bits of gemm_packed_bf16 on
+// scale_rows' fp32 output, with per-element (sw = cols), per-row (sw = 1) and one (sw = 0) factors, column
+// tails, row strides past cols, and factors that push products into the subnormal range (where the AVX512-BF16
+// sets' rounding differs from f32_to_bf16's); away from it the rows are f32_to_bf16 of the products.
+void check_scale_rows_bf16(const KernelSet& ks, std::mt19937_64& rng) {
+  for (int64_t cols : {int64_t{5}, int64_t{16}, int64_t{33}, int64_t{128}}) {
+    for (int64_t sw : {int64_t{0}, int64_t{1}, cols}) {
+      const int64_t rows = 19, lds = cols + 3, ldd = cols + cols % 2, N = 24;
+      const std::vector<float> src = randn(rows * lds, rng);
+      std::vector<float> scale = randn(rows * std::max<int64_t>(sw, 1), rng);
+      for (std::size_t i = 0; i < scale.size(); i += 7) scale[i] *= 1e-38f;  // subnormal products
+      std::vector<uint16_t> got(rows * ldd + 1, 0xABCD);
+      ks.scale_rows_bf16(ks, rows, cols, src.data(), lds, scale.data(), sw, got.data(), ldd);
+      std::vector<float> x(rows * cols);
+      ks.scale_rows(rows, cols, src.data(), lds, scale.data(), sw, nullptr, x.data(), cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = x[r * cols + c];
+          if (std::fabs(v) >= std::numeric_limits<float>::min()) {
+            ASSERT_EQ(got[r * ldd + c], f32_to_bf16_bits(v)) << ks.name << " row " << r << " col " << c;
+          }
+        }
+        for (int64_t c = cols; c < ldd; ++c) ASSERT_EQ(got[r * ldd + c], 0xABCD) << ks.name << ": wrote past a row";
+      }
+      const std::vector<float> B = randn(cols * N, rng);
+      Bf16Operand packed;
+      ks.pack_bf16(cols, N, B.data(), N, &packed);
+      std::vector<float> want(rows * N), have(rows * N);
+      ks.gemm_packed_bf16(rows, N, cols, x.data(), cols, packed, false, want.data(), N);
+      ks.gemm_bf16_rows(rows, N, cols, got.data(), ldd, packed, false, have.data(), N, RowScale{});
+      ASSERT_EQ(want, have) << ks.name << " products of scale_rows_bf16's rows, cols " << cols << " sw " << sw;
+    }
+  }
+}
+
 // gemm_bf16_rows_tn against gemm_tn_bf16 on the widened rows, bit for bit: M at and past the 16-column panel
 // edges, even and odd Kd (the last pair's high half), an odd row stride and rows at an odd bf16 offset,
 // accumulating or not, with and without row factors.
@@ -1007,6 +1042,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_gemm_terms_bf16(ks, rng);
     check_bf16_rows(ks, rng);
     check_bf16_rows_tn(ks, rng);
+    check_scale_rows_bf16(ks, rng);
     check_bf16_conversions(ks, rng);
     check_decay_mask(ks, rng);
     check_exp_diff(ks, rng);

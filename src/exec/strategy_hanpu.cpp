@@ -64,6 +64,7 @@ struct HeadWorkspace {
   PreparedChunk prep;
   AlignedVector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
   AlignedVector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
+  AlignedVector<uint16_t> KQb, Qsb;        // bf16 KDA: K o e^G and Q o e^G as bf16 rows, for K S and Q S
   Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
   KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
   KeptOperand R_split, Vn_split;          // fused bf16 GDN (fused_state_products): R's and V''s split packings
@@ -90,7 +91,11 @@ struct HeadWorkspace {
                                      : 0;
     for (Bf16Operand* o : fused_operands(*this)) o->data.reserve(packed_c);
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
-    Qs.resize(uses(plan::OpCode::kQs) ? C * K : 0);
+    // bf16 KDA's decayed keys and queries go straight to bf16 rows (no decays on results): K S and Q S read them.
+    const bool scaled_bf16 = bf16 && !decay_on_results;
+    Qs.resize(uses(plan::OpCode::kQs) && !scaled_bf16 ? C * K : 0);
+    KQb.resize(uses(plan::OpCode::kKe) && scaled_bf16 ? C * K : 0);
+    Qsb.resize(uses(plan::OpCode::kQs) && scaled_bf16 ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
     Vb.resize(uses(plan::OpCode::kVb) ? C * V : 0);
     // P V' before Q S (a plan may order them so) needs its own buffer.
@@ -105,7 +110,7 @@ struct HeadWorkspace {
                                states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
                                PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
-    std::size_t packed = S_packed.data.capacity();
+    std::size_t packed = S_packed.data.capacity() + (KQb.size() + Qsb.size()) / 2;
     for (const Bf16Operand* o : fused_operands(*this)) packed += o->data.capacity();
     return prep.bytes() + static_cast<int64_t>((floats + packed) * sizeof(float));
   }
@@ -146,12 +151,16 @@ void prepare_chunk(const Problem& p, const ChunkProgram& prog, const RowLoader<f
 // (X o e^G) S for the rows X = K or Q~ [L, K] and the state S: the decay e (and the rows' factors f, may be
 // null) on the product's rows (bf16 GDN: the GEMM reads the loaded rows themselves, as bf16 rows when the
 // inputs are bf16, so only they are rounded; then with their factors ef = e o f in its registers) or already
-// in `scaled` (the rows the Ke / Qs step made).
+// in `scaled` (the rows the Ke / Qs step made; bf16 KDA: in scaled_bf16, as bf16 rows).
 void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* raw, const uint16_t* raw_bf16,
-                         const float* ef, const float* scaled, StateOperand& S, const float* e, const float* f,
-                         float* out, Counters& cnt) {
+                         const float* ef, const float* scaled, const uint16_t* scaled_bf16, StateOperand& S,
+                         const float* e, const float* f, float* out, Counters& cnt) {
   if (on_results && raw_bf16) {
     S.times(L, raw_bf16, out, cnt, ef);
+    return;
+  }
+  if (!on_results && scaled_bf16) {
+    S.times(L, scaled_bf16, out, cnt);
     return;
   }
   S.times(L, on_results ? raw : scaled, out, cnt);
@@ -208,7 +217,12 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
     timer.mark(part_of(op));
     switch (op) {
       case plan::OpCode::kKe:
-        if (!decay_on_results) simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
+        if (decay_on_results) break;
+        if (p.bf16_gemm) {  // K o e^G as bf16 rows, K S's left operand (scale_rows_bf16: no fp32 copy)
+          simd::scale_rows_bf16(L, K, in.k.data(), K, e, w, ws.KQb.data(), K);
+        } else {
+          simd::scale_rows(L, K, in.k.data(), K, e, w, nullptr, ws.KQ.data(), K);
+        }
         break;
       case plan::OpCode::kKS:
         if (fused) {  // R = diag(beta) (V - diag(e^G fk) (K S)), split-packed on its way out
@@ -219,15 +233,22 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
           break;
         }
         decayed_times_state(decay_on_results, L, Vc, in.k.data(), in.raw_qk ? in.kb.data() : nullptr, in.ek.data(),
-                            ws.KQ.data(), state, e, in.k_factors(), ws.KS.data(), cnt);
+                            ws.KQ.data(), p.bf16_gemm ? ws.KQb.data() : nullptr, state, e, in.k_factors(), ws.KS.data(),
+                            cnt);
         break;
       case plan::OpCode::kQs:
-        if (!decay_on_results) simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
+        if (decay_on_results) break;
+        if (p.bf16_gemm) {
+          simd::scale_rows_bf16(L, K, in.q.data(), K, e, w, ws.Qsb.data(), K);
+        } else {
+          simd::scale_rows(L, K, in.q.data(), K, e, w, nullptr, ws.Qs.data(), K);
+        }
         break;
       case plan::OpCode::kQS:
         // O starts as QS; a P V' computed before it (a plan may order them so) is added at O.
         decayed_times_state(decay_on_results, L, Vc, in.q.data(), in.raw_qk ? in.qb.data() : nullptr, in.eq.data(),
-                            ws.Qs.data(), state, e, in.q_factors(), ws.O.data(), cnt);
+                            ws.Qs.data(), p.bf16_gemm ? ws.Qsb.data() : nullptr, state, e, in.q_factors(), ws.O.data(),
+                            cnt);
         qs_done = true;
         break;
       case plan::OpCode::kR:

@@ -59,6 +59,14 @@ void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64
   if (!acc) scale_rows_by(rs, M, N, C, ldc);
 }
 
+void scale_rows_bf16_by_parts(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
+                              const float* scale, int64_t sw, uint16_t* dst, int64_t ldd) {
+  thread_local AlignedVector<float> x_buf;
+  float* x = scratch(&x_buf, rows * cols);
+  self.scale_rows(rows, cols, src, lds, scale, sw, nullptr, x, cols);
+  for (int64_t r = 0; r < rows; ++r) self.f32_to_bf16(cols, x + r * cols, dst + r * ldd);
+}
+
 void gemm_packed_bf16_carrying_nothing(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A,
                                        int64_t lda, const Bf16Operand& B, bool acc, float* C, int64_t ldc,
                                        VectorFiller*) {

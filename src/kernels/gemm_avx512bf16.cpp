@@ -284,6 +284,25 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_peak(int64_t 
   return 64.0 * 12.0 * static_cast<double>(iters);
 }
 
+// KernelSet::scale_rows_bf16 on AVX512-BF16: each row's products (scale_rows' one multiply per element)
+// rounded by VCVTNEPS2BF16, as this set's packings round an fp32 operand (VCVTNE2PS2BF16: nearest even, a
+// subnormal to zero), 16 columns a step, the tail under a mask.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scale_rows_bf16(
+    const KernelSet&, int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+    uint16_t* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = src + r * lds;
+    const float* f = scale + r * sw;
+    uint16_t* y = dst + r * ldd;
+    for (int64_t c = 0; c < cols; c += kLanes) {
+      const __mmask16 m = first_lanes(cols - c);
+      const __m512 fc = sw <= 1 ? _mm512_set1_ps(f[0]) : _mm512_maskz_loadu_ps(m, f + c);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), fc);
+      _mm256_mask_storeu_epi16(y + c, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+    }
+  }
+}
+
 }  // namespace
 
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
@@ -302,6 +321,7 @@ void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out) {
     k.gemm_bf16_rows = &gemm_rows;
     k.gemm_bf16_rows_tn = &gemm_rows_tn;
     k.lower_times_bf16 = &lower_times;
+    k.scale_rows_bf16 = &scale_rows_bf16;
     k.bf16_unit = "AVX512-BF16 dot products";
     k.bf16_peak = &bf16_peak;
     k.bf16_rate_over_fp32 = 2;

@@ -86,6 +86,8 @@ void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N
 void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
                               bool trans_a, int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc,
                               RowScale rs);
+void scale_rows_bf16_by_parts(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
+                              const float* scale, int64_t sw, uint16_t* dst, int64_t ldd);
 
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
@@ -226,6 +228,14 @@ struct KernelSet {
   void (*gemm_terms_bf16)(const KernelSet& self, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
                           bool trans_a, int nterms, const Bf16Operand* const* B, bool acc, float* C, int64_t ldc,
                           RowScale rs) = &gemm_terms_bf16_by_parts;
+  // scale_rows_bf16: dst = bf16(scale_rows(src, scale, sw)) as bf16 bit patterns (row stride ldd): scale_rows'
+  //   products (one multiply per element, no rowscale) rounded as this set's bf16 products round an fp32
+  //   operand, so gemm_bf16_rows on dst gives the bits of gemm_packed_bf16 on scale_rows' output (KDA's
+  //   decayed keys and queries, K o e^G and Q o e^G, enter K S and Q S this way: one pass, no fp32 copy). Its
+  //   default: scale_rows into a per-thread copy, then f32_to_bf16 (the portable sets round their operands as
+  //   it does); the AVX512-BF16 sets round with the instruction their packings use.
+  void (*scale_rows_bf16)(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
+                          const float* scale, int64_t sw, uint16_t* dst, int64_t ldd) = &scale_rows_bf16_by_parts;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

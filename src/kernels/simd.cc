@@ -824,6 +824,12 @@ void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTer
   k.lower_times_split_bf16(k, L, N, nterms, terms, hi, lo, scale, rowscale, scaled);
 }
 
+void scale_rows_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     uint16_t* dst, int64_t ldd) {
+  const KernelSet& k = active_kernels();
+  k.scale_rows_bf16(k, rows, cols, src, lds, scale, sw, dst, ldd);
+}
+
 void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a, int nterms,
                      const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
   check_terms("gemm_terms_bf16", nterms);

@@ -95,6 +95,11 @@ void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTer
 void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, bool trans_a, int nterms,
                      const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs = {});
 
+// dst = bf16(src o scale) as bf16 rows (scale_rows' products, no rowscale), rounded as this set's bf16 products
+// round their operands: gemm_bf16_rows on them is gemm_packed_bf16 on scale_rows' output (kernel_set.h).
+void scale_rows_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
+                     uint16_t* dst, int64_t ldd);
+
 // T = (I + A)^-1 on one m x m diagonal block (m <= kTrilBlock; A strictly lower, row stride lda; T row
 // stride ldt, its upper part not written): the forward substitution of kernels/tril_inverse.h
 // tril_block_inverse, every row's entries at once, with its bits.
