@@ -491,9 +491,9 @@ void check_scale_rows_bf16(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// gemm_bf16_rows_tn against gemm_tn_bf16 on the widened rows, bit for bit: M at and past the 16-column panel
-// edges, even and odd Kd (the last pair's high half), an odd row stride and rows at an odd bf16 offset,
-// accumulating or not, with and without row factors.
+// gemm_bf16_rows_tn against gemm_tn_bf16 on the widened rows, term after term, bit for bit: M at and past the
+// 16-column panel edges, even and odd Kd (the last pair's high half), an odd row stride and rows at an odd bf16
+// offset, one to three terms, accumulating or not, with and without row factors.
 void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
   for (int64_t M : {int64_t{1}, int64_t{9}, int64_t{16}, int64_t{33}, int64_t{128}}) {
     for (int64_t Kd : {int64_t{1}, int64_t{16}, int64_t{33}, int64_t{64}}) {
@@ -501,22 +501,34 @@ void check_bf16_rows_tn(const KernelSet& ks, std::mt19937_64& rng) {
         const int64_t N = 17, x0 = ldx == M ? 0 : 1;
         std::vector<uint16_t> X(Kd * ldx + 1);
         std::vector<float> Xf(X.size());
-        const std::vector<float> x = randn(X.size(), rng), B = randn(Kd * N, rng);
+        const std::vector<float> x = randn(X.size(), rng);
         for (std::size_t i = 0; i < X.size(); ++i) {
           X[i] = f32_to_bf16_bits(x[i]);
           Xf[i] = bf16_bits_to_f32(X[i]);
         }
-        Bf16Operand packed;
-        ks.pack_bf16(Kd, N, B.data(), N, &packed);
+        std::vector<float> B[kMaxLowerTerms];
+        Bf16Operand packed[kMaxLowerTerms];
+        const Bf16Operand* terms[kMaxLowerTerms];
+        for (int t = 0; t < kMaxLowerTerms; ++t) {
+          B[t] = randn(Kd * N, rng);
+          ks.pack_bf16(Kd, N, B[t].data(), N, &packed[t]);
+          terms[t] = &packed[t];
+        }
         const std::vector<float> factors = randn(M, rng);
-        for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
-          for (bool acc : {false, true}) {
-            std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
-            with_row_scale(rs, acc, M, N, want.data(), N,
-                           [&] { ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B.data(), N, acc, want.data(), N); });
-            ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, packed, acc, got.data(), N, rs);
-            ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
-                                 << (acc ? " acc" : "") << " row factors stride " << (rs.s ? rs.stride : -1);
+        for (int nt = 1; nt <= kMaxLowerTerms; ++nt) {
+          for (RowScale rs : {RowScale{}, RowScale{factors.data(), 0}, RowScale{factors.data(), 1}}) {
+            for (bool acc : {false, true}) {
+              std::vector<float> want(M * N, 1.5f), got(M * N, 1.5f);
+              with_row_scale(rs, acc, M, N, want.data(), N, [&] {
+                for (int t = 0; t < nt; ++t) {
+                  ks.gemm_tn_bf16(M, N, Kd, Xf.data() + x0, ldx, B[t].data(), N, acc || t > 0, want.data(), N);
+                }
+              });
+              ks.gemm_bf16_rows_tn(M, N, Kd, X.data() + x0, ldx, nt, terms, acc, got.data(), N, rs);
+              ASSERT_EQ(want, got) << ks.name << " bf16 rows^T " << M << "x" << N << "x" << Kd << " ldx " << ldx
+                                   << ", " << nt << " terms" << (acc ? " acc" : "") << " row factors stride "
+                                   << (rs.s ? rs.stride : -1);
+            }
           }
         }
       }

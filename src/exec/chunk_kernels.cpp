@@ -339,27 +339,40 @@ void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, 
   }
 }
 
+namespace {
+
+// The bf16 update's right operands: V' [L, cols] packed once, as its two-term split's two terms with `split`
+// (or kept from P V' in vn_kept, packed there unless an earlier product did); returns how many.
+int update_terms(int64_t L, int64_t cols, const float* Vn, bool split, KeptOperand* vn_kept, const Bf16Operand** b) {
+  thread_local Bf16Operand own_hi, own_lo;
+  if (vn_kept) {
+    b[0] = &vn_kept->of(L, cols, Vn, cols, split);
+    b[1] = &vn_kept->low;
+  } else {
+    pack_right(L, cols, Vn, cols, split, &own_hi, &own_lo);
+    b[0] = &own_hi;
+    b[1] = &own_lo;
+  }
+  return split ? 2 : 1;
+}
+
+RowScale state_decay(const ChunkInputs& in) { return RowScale{in.g_last.data(), in.w == 1 ? 0 : 1}; }
+
+}  // namespace
+
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, plan::Bf16Terms terms) {
   const int64_t K = in.K;
-  const bool bf16 = cnt.bf16 && !terms.fp32, split = bf16 && terms.right;
-  if (bf16) {
-    // V' packed once (its split's two terms, or kept from P V'), the keys' tile rows made once, and both
-    // terms chained over the prior state, its decay e^{G_last} as the product's row factors: one pass of S
-    // through the GEMM (kernels/kernel_set.h gemm_terms_bf16) where decay_state and one product per term made
-    // three. The same bits: the factors' one multiply, then each term's chain in order.
-    thread_local Bf16Operand own_hi, own_lo;
-    const Bf16Operand* b[2] = {&own_hi, &own_lo};
-    if (vn_kept) {
-      b[0] = &vn_kept->of(L, cols, Vn, cols, split);
-      b[1] = &vn_kept->low;
-    } else {
-      pack_right(L, cols, Vn, cols, split, &own_hi, &own_lo);
-    }
+  if (cnt.bf16 && !terms.fp32) {
+    // The terms chained over the prior state, its decay e^{G_last} as the product's row factors, the keys'
+    // tile rows made once: one pass of S through the GEMM (kernels/kernel_set.h gemm_terms_bf16) where
+    // decay_state and one product per term made three. The same bits: the factors' one multiply, then each
+    // term's chain in order.
+    const Bf16Operand* b[2];
+    const int nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
     if (dst != S) std::copy(S, S + K * cols, dst);
-    simd::gemm_terms_bf16(K, cols, L, keys, packed ? L : K, !packed, split ? 2 : 1, b, true, dst, cols,
-                          RowScale{in.g_last.data(), in.w == 1 ? 0 : 1});
-    cnt.flops += 2.0 * static_cast<double>(K) * cols * L * (split ? 2 : 1);
+    simd::gemm_terms_bf16(K, cols, L, keys, packed ? L : K, !packed, nt, b, true, dst, cols, state_decay(in));
+    cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
     return;
   }
   decay_state(in, cols, S, dst);
@@ -382,8 +395,20 @@ void update_state_from_packed(const ChunkInputs& in, int64_t L, int64_t cols, co
   const int64_t K = in.K;
   if (dst != S) std::copy(S, S + K * cols, dst);
   // e^{G_last} S as the product's row factors on the prior C: decay_state's multiplies, with no pass of their own
-  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, vd, true, dst, cols, RowScale{in.g_last.data(), in.w == 1 ? 0 : 1});
+  const Bf16Operand* b = &vd;
+  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, 1, &b, true, dst, cols, state_decay(in));
   cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
+}
+
+void update_state_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const uint16_t* kd,
+                                const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept,
+                                plan::Bf16Terms terms) {
+  const int64_t K = in.K;
+  const Bf16Operand* b[2];
+  const int nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
+  if (dst != S) std::copy(S, S + K * cols, dst);
+  simd::gemm_bf16_rows_tn(K, cols, L, kd, K, nt, b, true, dst, cols, state_decay(in));
+  cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
 }
 
 const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split_x) {

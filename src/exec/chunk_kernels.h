@@ -206,6 +206,12 @@ void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, cons
 // lower_times_split_bf16).
 void update_state_from_packed(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const Bf16Operand& vd,
                               float* dst, Counters& cnt);
+// bf16 KDA's update with its decayed keys as bf16 rows kd [L, K] (kernels/simd.h scale_rows_bf16): K^T read
+// from them through the kernel set's panel (gemm_bf16_rows_tn), V' as update_state packs it (`terms` right:
+// its split's two terms). The same bits as update_state's bf16 products on the fp32 decayed keys.
+void update_state_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const uint16_t* kd,
+                                const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept,
+                                plan::Bf16Terms terms);
 
 // gemm_nn / gemm_tn calls that count their executed flops; with cnt.bf16 the operands are rounded to bf16.
 void gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,

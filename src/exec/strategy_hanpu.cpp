@@ -64,7 +64,7 @@ struct HeadWorkspace {
   PreparedChunk prep;
   AlignedVector<float> kt, A, KS, X, Vn, O, KQ, states, S_next, scratch;  // S_next: only without chunk-first
   AlignedVector<float> Qs, Kd, Vb, PV, Vd;  // sized by fit() for the steps a program uses (Vd: bf16 GDN)
-  AlignedVector<uint16_t> KQb, Qsb;        // bf16 KDA: K o e^G and Q o e^G as bf16 rows, for K S and Q S
+  AlignedVector<uint16_t> KQb, Qsb, Kdb;   // bf16 KDA: K o e^G, Q o e^G, K o e^{G_last - G} as bf16 rows
   Bf16Operand S_packed;                   // bf16 mode: the state packed for the chunk's X S products
   KeptOperand Vn_kept;                    // bf16 mode: V' packed for P V' and the update (prog.keep_vn)
   KeptOperand R_split, Vn_split;          // fused bf16 GDN (fused_state_products): R's and V''s split packings
@@ -96,6 +96,7 @@ struct HeadWorkspace {
     Qs.resize(uses(plan::OpCode::kQs) && !scaled_bf16 ? C * K : 0);
     KQb.resize(uses(plan::OpCode::kKe) && scaled_bf16 ? C * K : 0);
     Qsb.resize(uses(plan::OpCode::kQs) && scaled_bf16 ? C * K : 0);
+    Kdb.resize(uses(plan::OpCode::kKd) && scaled_bf16 && !prog.packed_update ? C * K : 0);
     Kd.resize(uses(plan::OpCode::kKd) && !prog.packed_update ? C * K : 0);
     Vb.resize(uses(plan::OpCode::kVb) ? C * V : 0);
     // P V' before Q S (a plan may order them so) needs its own buffer.
@@ -110,7 +111,7 @@ struct HeadWorkspace {
                                states.size() + S_next.size() + scratch.size() + Qs.size() + Kd.size() + Vb.size() +
                                PV.size() + Vd.size();
     // Without chunk-first the old and the new state co-reside (S_next); with it S is updated in place.
-    std::size_t packed = S_packed.data.capacity() + (KQb.size() + Qsb.size()) / 2;
+    std::size_t packed = S_packed.data.capacity() + (KQb.size() + Qsb.size() + Kdb.size()) / 2;
     for (const Bf16Operand* o : fused_operands(*this)) packed += o->data.capacity();
     return prep.bytes() + static_cast<int64_t>((floats + packed) * sizeof(float));
   }
@@ -211,6 +212,8 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
                                                          terms(plan::OpCode::kPV));
   ws.R_split.valid = ws.Vn_split.valid = false;
   if (fused) vn_kept = &ws.Vn_split;
+  // bf16 KDA: the update's decayed keys as bf16 rows (where its product runs on bf16 operands).
+  const bool kd_rows = p.bf16_gemm && !decay_on_results && !terms(plan::OpCode::kKtV).fp32;
   StepTimer timer(cnt, Part::kVector);
   ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
@@ -291,7 +294,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         cnt.traffic_bytes += L * Vc * static_cast<int64_t>(dtype_size(out.o.dtype));
         break;
       case plan::OpCode::kKd:
-        if (!prog.packed_update && !decay_on_results) {
+        if (prog.packed_update || decay_on_results) break;
+        if (kd_rows) {  // K o e^{G_last - G} as bf16 rows, read transposed by the update
+          simd::scale_rows_bf16(L, K, in.k.data(), K, in.eg_last.data(), w, ws.Kdb.data(), K);
+        } else {
           simd::scale_rows(L, K, in.k.data(), K, in.eg_last.data(), w, nullptr, ws.Kd.data(), K);
         }
         break;
@@ -312,8 +318,12 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
                        dst, cnt, nullptr, terms(op));
           break;
         }
-        // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place; a kept V' is
-        // packed here when the update reads it first
+        // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place (bf16: as the
+        // bf16 rows kKd made); a kept V' is packed here when the update reads it first
+        if (kd_rows && !prog.packed_update) {
+          update_state_from_key_rows(in, L, Vc, S, ws.Kdb.data(), ws.Vn.data(), dst, cnt, vn_kept, terms(op));
+          break;
+        }
         if (prog.packed_update) pack_transposed(L, K, in.k.data(), K, in.eg_last.data(), w, ws.kt.data(), L);
         update_state(in, L, Vc, S, prog.packed_update ? ws.kt.data() : ws.Kd.data(), prog.packed_update, ws.Vn.data(),
                      dst, cnt, vn_kept, terms(op));

@@ -143,14 +143,17 @@ inline void gemm_bf16_rows_by_widening(GemmFn f32, WidenFn widen, int64_t M, int
 }
 
 // KernelSet::gemm_bf16_rows_tn's portable form: X [Kd, M] widened row by row, then the set's fp32 gemm_tn
-// (`tn`) on it and the packed B, whose rows are B's rounded source: gemm_bf16_by_rounding's operands and GEMM.
+// (`tn`) on it and each packed B_t, whose rows are B_t's rounded source (gemm_bf16_by_rounding's operands and
+// GEMM), term after term.
 inline void gemm_bf16_rows_tn_by_widening(GemmFn tn, WidenFn widen, int64_t M, int64_t N, int64_t Kd,
-                                          const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc, float* C,
-                                          int64_t ldc, RowScale rs) {
+                                          const uint16_t* X, int64_t ldx, int nterms, const Bf16Operand* const* B,
+                                          bool acc, float* C, int64_t ldc, RowScale rs) {
   thread_local AlignedVector<float> x;
   x.resize(static_cast<std::size_t>(Kd * M));
   for (int64_t r = 0; r < Kd; ++r) widen(M, X + r * ldx, x.data() + r * M);
-  with_row_scale(rs, acc, M, N, C, ldc, [&] { tn(M, N, Kd, x.data(), M, B.data.data(), B.ld, acc, C, ldc); });
+  with_row_scale(rs, acc, M, N, C, ldc, [&] {
+    for (int t = 0; t < nterms; ++t) tn(M, N, Kd, x.data(), M, B[t]->data.data(), B[t]->ld, acc || t > 0, C, ldc);
+  });
 }
 
 }  // namespace hanpu

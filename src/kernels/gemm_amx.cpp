@@ -421,16 +421,19 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
   multiply(M, N, 1, &t, padded_pairs(Kd) / kTile, false, acc, C, ldc, rs);
 }
 
-// KernelSet::gemm_bf16_rows_tn: X^T's pair panel from the bf16 rows, then its tile rows by transposition.
-void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B, bool acc,
-                  float* C, int64_t ldc, RowScale rs) {
-  if (M <= 0 || N <= 0) return;
+// KernelSet::gemm_bf16_rows_tn: X^T's pair panel from the bf16 rows, then its tile rows by transposition, once
+// for all the terms, which chain in the C tiles.
+void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                  const Bf16Operand* const* B, bool acc, float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0 || nterms <= 0) return;
   thread_local AlignedVector<uint32_t> abuf, panel;
   const int64_t Kp = (Kd + 1) / 2, Kpp = padded_pairs(Kd), Mp = round_up(M, kTile);
   uint32_t* p = words(&panel, Kpp * Mp);
   bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, p);
-  const Operands t = operands(left_from_panel(Mp, Kp, Kpp, p, &abuf), Kpp, words_of(B), B.ld);
-  multiply(M, N, 1, &t, Kpp / kTile, false, acc, C, ldc, rs);
+  const uint32_t* a = left_from_panel(Mp, Kp, Kpp, p, &abuf);
+  Operands t[kMaxLowerTerms];
+  for (int k = 0; k < nterms; ++k) t[k] = operands(a, Kpp, words_of(*B[k]), B[k]->ld);
+  multiply(M, N, nterms, t, Kpp / kTile, false, acc, C, ldc, rs);
 }
 
 // Each term's A to tile rows once (a left operand shared by several terms, as T by hi(R) and lo(R), once for

@@ -255,16 +255,18 @@ void gemm_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda,
   multiply(M, N, Kp, Panel{ap, ars, 1, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
 }
 
-// KernelSet::gemm_bf16_rows_tn: X^T's panel from the bf16 rows, then the transposed-A product gemm_tn_bf16
-// runs (the same words, the same chains).
-void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                  bool accumulate, float* C, int64_t ldc, RowScale rs) {
-  if (M <= 0 || N <= 0) return;
+// KernelSet::gemm_bf16_rows_tn: X^T's panel from the bf16 rows once, then the transposed-A product gemm_tn_bf16
+// runs (the same words, the same chains), the terms chained in the same accumulators.
+void gemm_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                  const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  if (M <= 0 || N <= 0 || nterms <= 0) return;
   thread_local AlignedVector<uint32_t> abuf;
   const int64_t Kp = (Kd + 1) / 2, Mp = (M + kLanes - 1) / kLanes * kLanes;
   uint32_t* ap = words(&abuf, Kp * Mp);
   bf16_pairs::pack_rows_pairs(M, Kd, X, ldx, Mp, ap);
-  multiply(M, N, Kp, Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B.data.data()), B.ld}, accumulate, C, ldc, rs);
+  Panel t[kMaxLowerTerms];
+  for (int k = 0; k < nterms; ++k) t[k] = Panel{ap, 1, Mp, reinterpret_cast<const uint32_t*>(B[k]->data.data()), B[k]->ld};
+  multiply(M, N, nterms, t, Kp, false, accumulate, C, ldc, rs);
 }
 
 // Twelve independent VDPBF16PS chains in registers: 64 flops per instruction (16 lanes x 2 products x 2).

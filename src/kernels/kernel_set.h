@@ -151,12 +151,13 @@ struct KernelSet {
   void (*pack_bf16_rows_t)(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
   void (*gemm_bf16_rows)(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                          bool acc, float* C, int64_t ldc, RowScale rs);
-  // C[M, N] = (acc ? C : 0) + X^T B with X [Kd, M] given as bf16 rows (row stride ldx) and B packed by this
-  // set's pack_bf16 [Kd, N]: gemm_tn_bf16 on the widened X and B's source, bit for bit (GDN's bf16 update
-  // K^T V'' reads the chunk's keys as loaded, with no fp32 transpose or conversion on the way), with C's row
-  // factors `rs` applied on the way.
-  void (*gemm_bf16_rows_tn)(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                            bool acc, float* C, int64_t ldc, RowScale rs);
+  // C[M, N] = (acc ? C : 0) + sum_t X^T B_t with X [Kd, M] given as bf16 rows (row stride ldx) and nterms (1 to
+  // 3) B_t packed by this set's pack_bf16 [Kd, N]: gemm_tn_bf16 on the widened X and each B_t's source, term
+  // after term accumulating from the first, bit for bit (the state updates K^T V' read the keys as bf16 rows:
+  // GDN's as loaded, KDA's decayed ones from scale_rows_bf16, with no fp32 transpose on the way; KDA's V'
+  // split is two terms), with C's row factors `rs` on the prior C (acc) or on the sum (kernel_set.h RowScale).
+  void (*gemm_bf16_rows_tn)(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                            const Bf16Operand* const* B, bool acc, float* C, int64_t ldc, RowScale rs);
   // dst[c, r] = src[r, c] * (scale ? scale[r * sw + (sw == 1 ? 0 : c)] : 1): a transposed, optionally row- or
   // element-scaled copy (kernels/pack.h pack_transposed: the [K, L] panel of a K^T operand).
   void (*pack_transposed)(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,

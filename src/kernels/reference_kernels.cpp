@@ -144,9 +144,9 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
   gemm_bf16_rows_by_widening(&gemm<false>, &bf16_to_f32, M, N, Kd, A, lda, B, acc, C, ldc, rs);
 }
 
-void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                       bool acc, float* C, int64_t ldc, RowScale rs) {
-  gemm_bf16_rows_tn_by_widening(&gemm<true>, &bf16_to_f32, M, N, Kd, X, ldx, B, acc, C, ldc, rs);
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                       const Bf16Operand* const* B, bool acc, float* C, int64_t ldc, RowScale rs) {
+  gemm_bf16_rows_tn_by_widening(&gemm<true>, &bf16_to_f32, M, N, Kd, X, ldx, nterms, B, acc, C, ldc, rs);
 }
 
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {

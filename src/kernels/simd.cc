@@ -696,9 +696,9 @@ void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t l
   gemm_bf16_rows_by_widening(&GemmNN, &Bf16ToF32, M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
 }
 
-void GemmBf16RowsTn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                    bool accumulate, float* C, int64_t ldc, RowScale rs) {
-  gemm_bf16_rows_tn_by_widening(&GemmTN, &Bf16ToF32, M, N, Kd, X, ldx, B, accumulate, C, ldc, rs);
+void GemmBf16RowsTn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                    const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  gemm_bf16_rows_tn_by_widening(&GemmTN, &Bf16ToF32, M, N, Kd, X, ldx, nterms, B, accumulate, C, ldc, rs);
 }
 
 void PackBf16RowsT(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out) {
@@ -856,10 +856,11 @@ void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t
   active_kernels().gemm_bf16_rows(M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
 }
 
-void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                       bool accumulate, float* C, int64_t ldc, RowScale rs) {
-  check_packed_call(N, Kd, B);
-  active_kernels().gemm_bf16_rows_tn(M, N, Kd, X, ldx, B, accumulate, C, ldc, rs);
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                       const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs) {
+  check_terms("gemm_bf16_rows_tn", nterms);
+  for (int k = 0; k < nterms; ++k) check_packed_call(N, Kd, *B[k]);
+  active_kernels().gemm_bf16_rows_tn(M, N, Kd, X, ldx, nterms, B, accumulate, C, ldc, rs);
 }
 
 void exp_diff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const double* Gb, int64_t sb, float* out) {

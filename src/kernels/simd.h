@@ -63,8 +63,8 @@ void lower_times_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* ter
 void pack_bf16_rows_t(int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, Bf16Operand* out);
 void gemm_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                     bool accumulate, float* C, int64_t ldc, RowScale rs = {});
-void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, const Bf16Operand& B,
-                       bool accumulate, float* C, int64_t ldc, RowScale rs = {});
+void gemm_bf16_rows_tn(int64_t M, int64_t N, int64_t Kd, const uint16_t* X, int64_t ldx, int nterms,
+                       const Bf16Operand* const* B, bool accumulate, float* C, int64_t ldc, RowScale rs = {});
 
 // Row conversions between bf16 bit patterns and fp32: widening is exact; narrowing rounds to nearest, ties to
 // even, and keeps NaN a (quiet) NaN, as f32_to_bf16_bits (hanpu/tensor.h) does element by element.
