@@ -243,11 +243,15 @@ void check_fused_bf16(const KernelSet& ks, std::mt19937_64& rng) {
         ks.pack_bf16(Kd, N, Bsrc.data(), N, &B);
         garbage(&hi);
         garbage(&lo);
-        residual_split_bf16_rows_by_parts(ks, M, N, Kd, kb.data(), lda, B, s.data(), beta.data(), V.data(), &want_hi,
-                                          &want_lo);
-        ks.residual_split_bf16_rows(ks, M, N, Kd, kb.data(), lda, B, s.data(), beta.data(), V.data(), &hi, &lo);
-        ASSERT_TRUE(same(hi, want_hi)) << ks.name << " residual hi M " << M << " N " << N << " Kd " << Kd;
-        ASSERT_TRUE(same(lo, want_lo)) << ks.name << " residual lo M " << M << " N " << N << " Kd " << Kd;
+        for (const float* sf : {s.data(), static_cast<const float*>(nullptr)}) {  // row factors, or none (KDA)
+          residual_split_bf16_rows_by_parts(ks, M, N, Kd, kb.data(), lda, B, sf, beta.data(), V.data(), &want_hi,
+                                            &want_lo);
+          ks.residual_split_bf16_rows(ks, M, N, Kd, kb.data(), lda, B, sf, beta.data(), V.data(), &hi, &lo);
+          const std::string at = ks.name + " residual M " + std::to_string(M) + " N " + std::to_string(N) + " Kd " +
+                                 std::to_string(Kd) + (sf ? "" : " without row factors");
+          ASSERT_TRUE(same(hi, want_hi)) << at << " hi";
+          ASSERT_TRUE(same(lo, want_lo)) << at << " lo";
+        }
       }
       // V' = T R: T lower triangular (nonzero padding beside it), R split; the update's factors.
       const int64_t L = M, ldt = L + 3;
@@ -273,6 +277,13 @@ void check_fused_bf16(const KernelSet& ks, std::mt19937_64& rng) {
           ASSERT_TRUE(same(lo, want_lo)) << at << " lo";
           ASSERT_TRUE(same(sc, want_sc)) << at << " scaled";
         }
+        Bf16Operand hi, lo, want_hi, want_lo;  // the split alone (KDA: no scaled copy)
+        garbage(&hi);
+        garbage(&lo);
+        lower_times_split_bf16_by_parts(ks, L, N, nt, terms, &want_hi, &want_lo, nullptr, nullptr, nullptr);
+        ks.lower_times_split_bf16(ks, L, N, nt, terms, &hi, &lo, nullptr, nullptr, nullptr);
+        ASSERT_TRUE(same(hi, want_hi)) << ks.name << " split alone, hi, terms " << nt;
+        ASSERT_TRUE(same(lo, want_lo)) << ks.name << " split alone, lo, terms " << nt;
       }
     }
   }

@@ -86,7 +86,7 @@ struct HeadWorkspace {
     S_packed.data.reserve(bf16 ? static_cast<std::size_t>(K * ((vmax + 15) / 16 * 16)) : 0);
     // The fused products' packed [C, vmax] operands (fused_state_products): ceil16(C / 2) pair rows of
     // ceil16(vmax) words each, counted in bytes().
-    const std::size_t packed_c = bf16 && decay_on_results
+    const std::size_t packed_c = bf16
                                      ? static_cast<std::size_t>(((C + 1) / 2 + 15) / 16 * 16 * ((vmax + 15) / 16 * 16))
                                      : 0;
     for (Bf16Operand* o : fused_operands(*this)) o->data.reserve(packed_c);
@@ -168,17 +168,21 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
   if (on_results) simd::scale_rows(L, Vc, out, Vc, e, 1, f, out, Vc);
 }
 
-// bf16 GDN on bf16 q and k whose plan runs V' = T R with R split and P V' with V' split (the AMX set's terms,
-// plan/packing.h): K S is finished on its way out of the GEMM as R's split packing, and V' = T R as V''s
-// split packing and the update's decayed V' packed (kernels/kernel_set.h residual_split_bf16_rows,
+// bf16 GDN on bf16 q and k, and bf16 KDA with its decayed keys as bf16 rows (kd_rows, the update's row-major
+// layout), whose plan runs V' = T R with R split and P V' with V' split (the AMX set's terms, plan/packing.h):
+// K S is finished on its way out of the GEMM as R's split packing (KDA's from K o e^G's bf16 rows, with no row
+// factors), and V' = T R as V''s split packing, which P V' reads and KDA's update too (GDN's update reads the
+// decayed V' packed on the same way out) (kernels/kernel_set.h residual_split_bf16_rows,
 // lower_times_split_bf16), so R and V' are never stored in fp32 and no pass packs them. Bit for bit the
 // unfused steps' values (their kernel-set definitions). Not with the packing ablation's pack-always.
 // tr and pv: the terms of V' = T R and of P V'.
-bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results, plan::Bf16Terms tr,
-                          plan::Bf16Terms pv) {
-  if (!decay_on_results || !in.raw_qk || prog.repack_row_blocks) return false;
-  for (plan::OpCode op : {plan::OpCode::kKS, plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV,
+bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results, bool kd_rows,
+                          plan::Bf16Terms tr, plan::Bf16Terms pv) {
+  if (prog.repack_row_blocks || (decay_on_results ? !in.raw_qk : !kd_rows || prog.packed_update)) return false;
+  for (plan::OpCode op : {decay_on_results ? plan::OpCode::kKS : plan::OpCode::kKe, plan::OpCode::kKS,
+                          plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV, plan::OpCode::kKd,
                           plan::OpCode::kKtV}) {
+    if (op == plan::OpCode::kKd && decay_on_results) continue;
     if (std::find(prog.ops.begin(), prog.ops.end(), op) == prog.ops.end()) return false;
   }
   return !tr.fp32 && !tr.left && tr.right && !pv.fp32 && pv.right;
@@ -208,12 +212,12 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
-  const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, terms(plan::OpCode::kVnFromTR),
-                                                         terms(plan::OpCode::kPV));
-  ws.R_split.valid = ws.Vn_split.valid = false;
-  if (fused) vn_kept = &ws.Vn_split;
   // bf16 KDA: the update's decayed keys as bf16 rows (where its product runs on bf16 operands).
   const bool kd_rows = p.bf16_gemm && !decay_on_results && !terms(plan::OpCode::kKtV).fp32;
+  const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, kd_rows,
+                                                         terms(plan::OpCode::kVnFromTR), terms(plan::OpCode::kPV));
+  ws.R_split.valid = ws.Vn_split.valid = false;
+  if (fused) vn_kept = &ws.Vn_split;
   StepTimer timer(cnt, Part::kVector);
   ++cnt.chunk_steps;
   for (plan::OpCode op : prog.ops) {
@@ -228,9 +232,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         }
         break;
       case plan::OpCode::kKS:
-        if (fused) {  // R = diag(beta) (V - diag(e^G fk) (K S)), split-packed on its way out
-          simd::residual_split_bf16_rows(L, Vc, K, in.kb.data(), K, state.packed(), in.ek.data(), in.beta.data(),
-                                         in.v.data(), &ws.R_split.packed, &ws.R_split.low);
+        if (fused) {  // R = diag(beta) (V - diag(e^G fk) (K S)), split-packed on its way out (KDA: (K o e^G) S)
+          simd::residual_split_bf16_rows(L, Vc, K, decay_on_results ? in.kb.data() : ws.KQb.data(), K, state.packed(),
+                                         decay_on_results ? in.ek.data() : nullptr, in.beta.data(), in.v.data(),
+                                         &ws.R_split.packed, &ws.R_split.low);
           ws.R_split.valid = ws.R_split.split = true;
           cnt.flops += 2.0 * static_cast<double>(L) * Vc * K;
           break;
@@ -258,10 +263,11 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         if (!fused) simd::beta_residual(L, Vc, in.beta.data(), in.v.data(), ws.KS.data(), ws.X.data());
         break;
       case plan::OpCode::kVnFromTR:
-        if (fused) {  // V' = T hi(R) + T lo(R), split-packed, and diag(e^{G_last - G} fk) V' packed for the update
+        if (fused) {  // V' = T hi(R) + T lo(R), split-packed, and (GDN) diag(e^{G_last - G} fk) V' packed for the update
           const Bf16LowerTerm t[2] = {{pc.T.data(), C, &ws.R_split.packed}, {pc.T.data(), C, &ws.R_split.low}};
-          simd::lower_times_split_bf16(L, Vc, 2, t, &ws.Vn_split.packed, &ws.Vn_split.low, in.eg_last.data(),
-                                       in.k_factors(), &ws.Vd_packed);
+          simd::lower_times_split_bf16(L, Vc, 2, t, &ws.Vn_split.packed, &ws.Vn_split.low,
+                                       decay_on_results ? in.eg_last.data() : nullptr, in.k_factors(),
+                                       decay_on_results ? &ws.Vd_packed : nullptr);
           ws.Vn_split.valid = ws.Vn_split.split = true;
           cnt.flops += lower_times_flops(L, Vc, 2);
           break;
@@ -302,7 +308,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         }
         break;
       case plan::OpCode::kKtV:
-        if (fused) {  // the decayed V' that V' = T R packed
+        if (fused && decay_on_results) {  // the decayed V' that V' = T R packed
           update_state_from_packed(in, L, Vc, S, ws.Vd_packed, dst, cnt);
           break;
         }

@@ -35,9 +35,10 @@ void lower_times_split_bf16_by_parts(const KernelSet& self, int64_t L, int64_t N
                                      const float* rowscale, Bf16Operand* scaled) {
   thread_local AlignedVector<float> x_buf, y_buf;
   float* x = scratch(&x_buf, L * N);
-  float* y = scratch(&y_buf, L * N);
   self.lower_times_bf16(L, N, nterms, terms, false, x, N);
   self.pack_bf16_split(L, N, x, N, hi, lo);
+  if (!scaled) return;
+  float* y = scratch(&y_buf, L * N);
   self.scale_rows(L, N, x, N, scale, 1, rowscale, y, N);
   self.pack_bf16(L, N, y, N, scaled);
 }

@@ -504,8 +504,9 @@ HANPU_AMX void residual_split(const KernelSet&, int64_t M, int64_t N, int64_t Kd
                         const int64_t row = i + q;
                         // rounded before the subtraction, as the unfused form stores it: GCC would contract
                         // _mm512_mul_ps (a plain vector multiply to it) and the subtraction into an FMA
-                        const __m512 ks = _mm512_mul_round_ps(_mm512_load_ps(c + q * 2 * kTile + n),
-                                                              _mm512_set1_ps(s[row]), _MM_FROUND_CUR_DIRECTION);
+                        const __m512 c_row = _mm512_load_ps(c + q * 2 * kTile + n);
+                        const __m512 ks = s ? _mm512_mul_round_ps(c_row, _mm512_set1_ps(s[row]), _MM_FROUND_CUR_DIRECTION)
+                                            : c_row;
                         const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, V + row * N + j + n), ks);
                         return _mm512_maskz_mul_ps(m, _mm512_set1_ps(beta[row]), d);
                       };
@@ -522,7 +523,8 @@ HANPU_AMX void residual_split(const KernelSet&, int64_t M, int64_t N, int64_t Kd
 HANPU_AMX void lower_times_split(const KernelSet&, int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms,
                        Bf16Operand* hi, Bf16Operand* lo, const float* scale, const float* rowscale,
                        Bf16Operand* scaled) {
-  const PackedOut h = PackedOut::of(L, N, hi), l = PackedOut::of(L, N, lo), d = PackedOut::of(L, N, scaled);
+  const PackedOut h = PackedOut::of(L, N, hi), l = PackedOut::of(L, N, lo);
+  const PackedOut d = scaled ? PackedOut::of(L, N, scaled) : PackedOut{nullptr, 0};
   if (L <= 0 || N <= 0 || nterms <= 0) return;
   Operands t[kMaxLowerTerms];
   lower_operands(L, nterms, terms, t);
@@ -536,6 +538,7 @@ HANPU_AMX void lower_times_split(const KernelSet&, int64_t L, int64_t N, int nte
                         __m512i low;
                         _mm512_storeu_si512(h.at(row, col), bf16_pairs::pair_words(x0, x1, idx, &low));
                         _mm512_storeu_si512(l.at(row, col), low);
+                        if (!d.w) return;
                         // scale_rows' factor per row: scale[r] * rowscale[r] (1 without rowscale), then one multiply
                         const auto f = [&](int64_t r) {
                           return r < L ? scale[r] * (rowscale ? rowscale[r] : 1.0f) : 0.0f;

@@ -202,8 +202,9 @@ struct KernelSet {
   // value is never stored (the AMX set). Both write packed operands, as pack_bf16 / pack_bf16_split lay
   // them out.
   // residual_split_bf16_rows: R = diag(beta) (V - diag(s) (A B)) for A [M, Kd] as bf16 rows (row stride
-  //   lda), B packed [Kd, N], V [M, N] contiguous: GDN's residual from K S; R's two-term split into hi, lo
-  //   (gemm_bf16_rows with RowScale{s, 1}, beta_residual, pack_bf16_split).
+  //   lda), B packed [Kd, N], V [M, N] contiguous: the residual from K S (GDN's with its rows' factors s, KDA's
+  //   with s null: its decayed keys carry them); R's two-term split into hi, lo (gemm_bf16_rows with
+  //   RowScale{s, 1}, beta_residual, pack_bf16_split).
   // gemm_packed_bf16 carrying `filler`'s steps (may be null): C bit for bit as gemm_packed_bf16 computes it,
   // with some of the filler's steps (any number, none at all on a set without a matrix engine) run between
   // its tile steps; the caller runs whatever steps are left.
@@ -215,7 +216,8 @@ struct KernelSet {
                                    const float* V, Bf16Operand* hi, Bf16Operand* lo) = &residual_split_bf16_rows_by_parts;
   // lower_times_split_bf16: X = sum_t bf16(A_t) B_t [L, N] (lower_times_bf16, not accumulating): V' = T R; X's
   //   two-term split into hi, lo (pack_bf16_split), and diag(f) X into scaled with f_r = scale[r] rowscale[r]
-  //   (scale_rows' factor, sw = 1; rowscale may be null), pack_bf16: GDN's decayed V' for the update.
+  //   (scale_rows' factor, sw = 1; rowscale may be null), pack_bf16: GDN's decayed V' for the update (scaled
+  //   null: not formed, KDA's update reads V''s split).
   void (*lower_times_split_bf16)(const KernelSet& self, int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms,
                                  Bf16Operand* hi, Bf16Operand* lo, const float* scale, const float* rowscale,
                                  Bf16Operand* scaled) = &lower_times_split_bf16_by_parts;
