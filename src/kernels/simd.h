@@ -82,10 +82,11 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
 // bit, in one pass where the set can (kernels/kernel_set.h pack_bf16_split).
 void pack_bf16_split(int64_t Kd, int64_t N, const float* X, int64_t ldx, Bf16Operand* hi, Bf16Operand* lo);
 
-// The bf16 GDN step's fused products (kernels/kernel_set.h): R = diag(beta) (V - diag(s) (A B)) straight into
-// R's split packing (A bf16 rows [M, Kd], B packed, V [M, N] contiguous), and X = sum_t bf16(A_t) B_t (lower
-// triangular, not accumulating) straight into X's split packing and diag(scale o rowscale) X packed. Each
-// is its unfused composition bit for bit; the AMX set never stores R or X.
+// The bf16 step's fused products (kernels/kernel_set.h): R = diag(beta) (V - diag(s) (A B)) straight into
+// R's split packing (A bf16 rows [M, Kd], B packed, V [M, N] contiguous; s null: no row factors), and X =
+// sum_t bf16(A_t) B_t (lower triangular, not accumulating) straight into X's split packing and diag(scale o
+// rowscale) X packed (scaled null: not formed). Each is its unfused composition bit for bit; the AMX set never
+// stores R or X.
 void residual_split_bf16_rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                               const float* s, const float* beta, const float* V, Bf16Operand* hi, Bf16Operand* lo);
 void lower_times_split_bf16(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, Bf16Operand* hi,
