@@ -232,6 +232,7 @@ HWY_INLINE void DecayMaskLanes(D d, int64_t k, int64_t c0, const float* r, const
 
 void DecayMask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
                int64_t ld) {
+  if (L <= 0) return;
   constexpr int64_t B = kIntraBlock, R = kDecayAnchorRows;
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));  // divides B on every target
