@@ -121,7 +121,8 @@ void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
 //     anchor) has r_ij = exp(f(G_i - G_j)) and the rows after it the running products r_ij = r_(i-1)j ga_i of
 //     the step factors ga_i = exp(f(G_i - G_(i-1))), with r_jj = 1 where a product starts (j past the anchor).
 // Why: one exp per entry made this the largest vector pass of a GDN step; a product adds half an ulp, at most
-// three in a row.
+// three in a row. (Gates of both signs whose cumsum swings by more than ~88 inside 16 rows can overflow one
+// factor where their product is finite; log decays, which both models make, never do.)
 void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
                 int64_t ld);
 
