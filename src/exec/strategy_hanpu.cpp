@@ -179,12 +179,13 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
 bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results, bool kd_rows,
                           plan::Bf16Terms tr, plan::Bf16Terms pv) {
   if (prog.repack_row_blocks || (decay_on_results ? !in.raw_qk : !kd_rows || prog.packed_update)) return false;
-  for (plan::OpCode op : {decay_on_results ? plan::OpCode::kKS : plan::OpCode::kKe, plan::OpCode::kKS,
-                          plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV, plan::OpCode::kKd,
+  const auto runs = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
+  for (plan::OpCode op : {plan::OpCode::kKS, plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV,
                           plan::OpCode::kKtV}) {
-    if (op == plan::OpCode::kKd && decay_on_results) continue;
-    if (std::find(prog.ops.begin(), prog.ops.end(), op) == prog.ops.end()) return false;
+    if (!runs(op)) return false;
   }
+  // KDA's K S reads the rows Ke makes, its update the rows Kd makes.
+  if (!decay_on_results && !(runs(plan::OpCode::kKe) && runs(plan::OpCode::kKd))) return false;
   return !tr.fp32 && !tr.left && tr.right && !pv.fp32 && pv.right;
 }
 
