@@ -358,6 +358,16 @@ int update_terms(int64_t L, int64_t cols, const float* Vn, bool split, KeptOpera
 
 RowScale state_decay(const ChunkInputs& in) { return RowScale{in.g_last.data(), in.w == 1 ? 0 : 1}; }
 
+// dst = e^{G_last} S + sum_t K^T b_t with K^T read from bf16 key rows kr [L, K] (gemm_bf16_rows_tn), the decay as
+// the product's row factors on the prior C: decay_state's multiplies, with no pass of their own.
+void update_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const uint16_t* kr, int nt,
+                          const Bf16Operand* const* b, float* dst, Counters& cnt) {
+  const int64_t K = in.K;
+  if (dst != S) std::copy(S, S + K * cols, dst);
+  simd::gemm_bf16_rows_tn(K, cols, L, kr, K, nt, b, true, dst, cols, state_decay(in));
+  cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
+}
+
 }  // namespace
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
@@ -392,23 +402,16 @@ void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, cons
 
 void update_state_from_packed(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const Bf16Operand& vd,
                               float* dst, Counters& cnt) {
-  const int64_t K = in.K;
-  if (dst != S) std::copy(S, S + K * cols, dst);
-  // e^{G_last} S as the product's row factors on the prior C: decay_state's multiplies, with no pass of their own
   const Bf16Operand* b = &vd;
-  simd::gemm_bf16_rows_tn(K, cols, L, in.kb.data(), K, 1, &b, true, dst, cols, state_decay(in));
-  cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
+  update_from_key_rows(in, L, cols, S, in.kb.data(), 1, &b, dst, cnt);
 }
 
 void update_state_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const uint16_t* kd,
                                 const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept,
                                 plan::Bf16Terms terms) {
-  const int64_t K = in.K;
   const Bf16Operand* b[2];
   const int nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
-  if (dst != S) std::copy(S, S + K * cols, dst);
-  simd::gemm_bf16_rows_tn(K, cols, L, kd, K, nt, b, true, dst, cols, state_decay(in));
-  cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
+  update_from_key_rows(in, L, cols, S, kd, nt, b, dst, cnt);
 }
 
 const Bf16Operand& KeptOperand::of(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split_x) {

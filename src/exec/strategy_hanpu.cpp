@@ -178,7 +178,7 @@ void decayed_times_state(bool on_results, int64_t L, int64_t Vc, const float* ra
 // tr and pv: the terms of V' = T R and of P V'.
 bool fused_state_products(const ChunkProgram& prog, const ChunkInputs& in, bool decay_on_results, bool kd_rows,
                           plan::Bf16Terms tr, plan::Bf16Terms pv) {
-  if (prog.repack_row_blocks || (decay_on_results ? !in.raw_qk : !kd_rows || prog.packed_update)) return false;
+  if (prog.repack_row_blocks || (decay_on_results ? !in.raw_qk : !kd_rows)) return false;
   const auto runs = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
   for (plan::OpCode op : {plan::OpCode::kKS, plan::OpCode::kR, plan::OpCode::kVnFromTR, plan::OpCode::kPV,
                           plan::OpCode::kKtV}) {
@@ -213,8 +213,10 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
   // V' kept packed from P V' to the update: only with the update's panel (the product with a packed right
   // operand) and without GDN's decays on V' (there the update reads a scaled V').
   KeptOperand* vn_kept = p.bf16_gemm && prog.keep_vn && prog.packed_update && !decay_on_results ? &ws.Vn_kept : nullptr;
-  // bf16 KDA: the update's decayed keys as bf16 rows (where its product runs on bf16 operands).
-  const bool kd_rows = p.bf16_gemm && !decay_on_results && !terms(plan::OpCode::kKtV).fp32;
+  // bf16 KDA: the update's decayed keys as bf16 rows (its row-major layout, where its product runs on bf16
+  // operands; the packed panel of pack-always keeps its path).
+  const bool kd_rows =
+      p.bf16_gemm && !decay_on_results && !prog.packed_update && !terms(plan::OpCode::kKtV).fp32;
   const bool fused = p.bf16_gemm && fused_state_products(prog, in, decay_on_results, kd_rows,
                                                          terms(plan::OpCode::kVnFromTR), terms(plan::OpCode::kPV));
   ws.R_split.valid = ws.Vn_split.valid = false;
@@ -327,7 +329,7 @@ void state_chunk(const Problem& p, const Work& wk, const ChunkProgram& prog, con
         }
         // (K o e^{G_last - G})^T packed into a [K, L] panel, or Kd read transposed in place (bf16: as the
         // bf16 rows kKd made); a kept V' is packed here when the update reads it first
-        if (kd_rows && !prog.packed_update) {
+        if (kd_rows) {
           update_state_from_key_rows(in, L, Vc, S, ws.Kdb.data(), ws.Vn.data(), dst, cnt, vn_kept, terms(op));
           break;
         }

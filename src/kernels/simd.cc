@@ -204,14 +204,6 @@ void ExpDiff(int64_t rows, int64_t cols, const double* Ga, int64_t sa, const dou
   }
 }
 
-// GDN's decay-masked scores of a chunk (simd.h decay_mask). The exps (the step factors, each 16-row block's
-// left factors e and d, its anchor rows) go through ExpF32 on buffers zero-padded to whole blocks, so every
-// exp runs on a full vector; the left of a block is plain multiply loops over whole blocks of columns (the
-// compiler vectorises them for this target); the diagonal block's running row lives in whole vectors (a
-// 16-float row of a stack array that only vector loads and stores touch: writing it lane by lane and then
-// reading it as a vector stalled store forwarding, which made this slower than one exp per entry). Each
-// product is one fp32 multiply whatever the width, so the bits are the definition's. Per 64-row chunk about
-// 30 vectors of exps instead of 160.
 // Lanes [c0, c0 + Lanes(d)) of row k of a diagonal block (columns from the block's first): m = r cf, then
 // a_c <- a_c * (sa m) for c < k and p_c <- p_c * (sp m) for c <= k, zero beyond.
 template <class D>
@@ -230,6 +222,14 @@ HWY_INLINE void DecayMaskLanes(D d, int64_t k, int64_t c0, const float* r, const
   }
 }
 
+// GDN's decay-masked scores of a chunk (simd.h decay_mask). The exps (the step factors, each 16-row block's
+// left factors e and d, its anchor rows) go through ExpF32 on buffers zero-padded to whole blocks, so every
+// exp runs on a full vector; the left of a block is plain multiply loops over whole blocks of columns (the
+// compiler vectorises them for this target); the diagonal block's running row lives in whole vectors (a
+// 16-float row of a stack array that only vector loads and stores touch: writing it lane by lane and then
+// reading it as a vector stalled store forwarding, which made this slower than one exp per entry). Each
+// product is one fp32 multiply whatever the width, so the bits are the definition's. Per 64-row chunk about
+// 30 vectors of exps instead of 160.
 void DecayMask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
                int64_t ld) {
   if (L <= 0) return;
