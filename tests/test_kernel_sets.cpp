@@ -864,33 +864,31 @@ void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   EXPECT_NEAR(got_ss, ss, 1e-6 * ss) << name;
 }
 
-// One row of a KDA diagonal block's pairs: the decays stepped exactly (D_j r per element, the last row set
-// to 1, nothing beyond cols touched; no step without r), and both dots of X_j o D_j against the double
-// definition, at vector tails.
+// One row of a KDA diagonal block's pairs: the rows stepped exactly (X_j r per element for j < rows - 1, the
+// last row and everything beyond cols untouched; no step without r), and both dots of the stepped rows against
+// the double definition, at vector tails and at every size of the last group of four rows.
 void check_decayed_dots2(const KernelSet& ks, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   for (bool step : {true, false}) {
-    for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{131}}) {
-      for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{7}}) {
-        const int64_t ldd = cols + 2, ldx = cols + 3;
-        std::vector<float> D0(rows * ldd), r(cols);
-        for (float& v : D0) v = unit(rng);
+    for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{131}}) {
+      for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{16}}) {
+        const int64_t ldx = cols + 3;
+        std::vector<float> r(cols);
         for (float& v : r) v = unit(rng);
-        const std::vector<float> X = randn(rows * ldx, rng), a = randn(cols, rng), b = randn(cols, rng);
-        std::vector<float> D = D0, oa(rows), ob(rows);
-        ks.decayed_dots2(rows, cols, D.data(), ldd, step ? r.data() : nullptr, X.data(), ldx, a.data(), b.data(),
-                         oa.data(), ob.data());
+        const std::vector<float> X0 = randn(rows * ldx, rng), a = randn(cols, rng), b = randn(cols, rng);
+        std::vector<float> X = X0, oa(rows), ob(rows);
+        ks.decayed_dots2(rows, cols, X.data(), ldx, step ? r.data() : nullptr, a.data(), b.data(), oa.data(),
+                         ob.data());
         for (int64_t j = 0; j < rows; ++j) {
           double wa = 0, wb = 0, mag = 0;
-          for (int64_t c = 0; c < ldd; ++c) {
-            const float d0 = D0[j * ldd + c];
-            const float want = c >= cols ? d0 : j == rows - 1 ? 1.0f : step ? d0 * r[c] : d0;
-            ASSERT_EQ(D[j * ldd + c], want) << ks.name << " D at " << j << "," << c << " cols " << cols;
+          for (int64_t c = 0; c < ldx; ++c) {
+            const float x0 = X0[j * ldx + c];
+            const float want = c < cols && step && j < rows - 1 ? x0 * r[c] : x0;
+            ASSERT_EQ(X[j * ldx + c], want) << ks.name << " X at " << j << "," << c << " cols " << cols;
             if (c >= cols) continue;
-            const double x = static_cast<double>(X[j * ldx + c]) * want;
-            wa += x * a[c];
-            wb += x * b[c];
-            mag += std::fabs(x) * (std::fabs(a[c]) + std::fabs(b[c]));
+            wa += static_cast<double>(want) * a[c];
+            wb += static_cast<double>(want) * b[c];
+            mag += std::fabs(want) * (std::fabs(a[c]) + std::fabs(b[c]));
           }
           EXPECT_NEAR(oa[j], wa, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols << " rows=" << rows;
           EXPECT_NEAR(ob[j], wb, 4e-7 * (cols + 2) * mag) << ks.name << " cols=" << cols << " rows=" << rows;

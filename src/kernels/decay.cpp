@@ -143,16 +143,17 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
         for (int64_t j = 0; j < r0; ++j) A[i * ld + j] *= beta[i];
       }
     }
-    // Pairs inside the block: row i against rows j in [r0, i], with D[j - r0] = exp(G_i - G_j) kept from
-    // row to row as D <- D o ga_i (every factor is <= 1 for non-positive gates, so the products only shrink:
-    // a -1000 gate zeroes them).
-    float* D = kr;  // the off-diagonal tiles are done with kr and qr
+    // Pairs inside the block: row i against rows j in [r0, i], with X[j - r0] = k_j o exp(G_i - G_j) kept
+    // from row to row as X_j <- X_j o ga_i (every factor is <= 1 for non-positive gates, so the products only
+    // shrink: a -1000 gate zeroes them) and X[i - r0] = k_i.
+    float* X = kr;  // the off-diagonal tiles are done with kr and qr
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t nj = i - r0 + 1;
       float* sa = A + i * ld + r0;
       float* sp = P + i * ld + r0;
-      // (k_j o exp(G_i - G_j)) . k_i and . q_i, D stepped to row i on the way
-      simd::decayed_dots2(nj, K, D, K, i > r0 ? ga + i * K : nullptr, Kc + r0 * K, K, Kc + i * K, Q + i * K, sa, sp);
+      std::copy(Kc + i * K, Kc + (i + 1) * K, X + (nj - 1) * K);
+      // (k_j o exp(G_i - G_j)) . k_i and . q_i, X stepped to row i on the way
+      simd::decayed_dots2(nj, K, X, K, i > r0 ? ga + i * K : nullptr, Kc + i * K, Q + i * K, sa, sp);
       for (int64_t j = 0; j < nj; ++j) sa[j] *= beta[i];
       sa[nj - 1] = 0.0f;  // the diagonal of A is 0
       std::fill(A + i * ld + i, A + i * ld + L, 0.0f);

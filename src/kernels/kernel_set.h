@@ -115,10 +115,10 @@ struct KernelSet {
                          const float* k, const float* v, float beta, float* o);
   void (*decode_v_first)(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q,
                          const float* k, const float* v, float beta, float* o);
-  // The pairs of one row of a KDA diagonal block (simd.h decayed_dots2): the running decays D stepped by r
-  // (j < rows - 1), the last set to 1, and out_a[j] = (X_j o D_j) . a, out_b[j] = (X_j o D_j) . b.
-  void (*decayed_dots2)(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X,
-                        int64_t ldx, const float* a, const float* b, float* out_a, float* out_b);
+  // The pairs of one row of a KDA diagonal block (simd.h decayed_dots2): the rows of X stepped by r
+  // (j < rows - 1), and out_a[j] = X_j . a, out_b[j] = X_j . b.
+  void (*decayed_dots2)(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* r, const float* a,
+                        const float* b, float* out_a, float* out_b);
   // Rounds of twelve independent register FMA chains; returns the flops executed (the fp32 peak probe).
   double (*fma_peak)(int64_t iters);
   // The bf16 precision mode's GEMMs: the gemm_nn / gemm_tn products with both operands rounded to bf16

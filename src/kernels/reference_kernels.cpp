@@ -79,18 +79,13 @@ void decode(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, con
   }
 }
 
-void decayed_dots2(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X, int64_t ldx,
-                   const float* a, const float* b, float* out_a, float* out_b) {
+void decayed_dots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* r, const float* a, const float* b,
+                   float* out_a, float* out_b) {
   for (int64_t j = 0; j < rows; ++j) {
     float sa = 0, sb = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      float& dj = D[j * ldd + c];
-      if (j == rows - 1) {
-        dj = 1.0f;
-      } else if (r) {
-        dj *= r[c];
-      }
-      const float x = X[j * ldx + c] * dj;
+      float& x = X[j * ldx + c];
+      if (r && j < rows - 1) x *= r[c];
       sa += x * a[c];
       sb += x * b[c];
     }

@@ -161,13 +161,13 @@ void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* de
                     const float* v, float beta, float* o);
 
 // Row i's pairs inside a KDA diagonal block (kernels/decay.cpp), the block's rows j < rows (the last is
-// row i itself), with D [rows, cols] (row stride ldd) the running decays exp(G_i - G_j):
-//   D_j <- D_j o r   for j < rows - 1 (r: exp(G_i - G_{i-1}) per channel; null: D is already row i's),
-//   D_{rows-1} = 1,
-//   out_a[j] = (X_j o D_j) . a,  out_b[j] = (X_j o D_j) . b      (X_j: row j of X, row stride ldx)
-// in one pass over D and X: each decay is stepped, applied and dotted while it is in registers.
-void decayed_dots2(int64_t rows, int64_t cols, float* D, int64_t ldd, const float* r, const float* X, int64_t ldx,
-                   const float* a, const float* b, float* out_a, float* out_b);
+// row i itself), with X [rows, cols] (row stride ldx) the decayed keys k_j o exp(G_{i-1} - G_j) of the rows
+// before i and k_i in the last row:
+//   X_j <- X_j o r   for j < rows - 1 (r: exp(G_i - G_{i-1}) per channel; null: no step),
+//   out_a[j] = X_j . a,  out_b[j] = X_j . b
+// in one pass over X: each row is stepped and dotted while it is in registers.
+void decayed_dots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* r, const float* a, const float* b,
+                   float* out_a, float* out_b);
 
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
