@@ -898,6 +898,40 @@ void check_decayed_dots2(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// Running products of rows: every set's bits are the reference set's (one multiply an element, in row
+// order), down and up the rows (negative strides), at vector tails, nothing else written.
+void check_chain_products(const KernelSet& ks, std::mt19937_64& rng) {
+  const KernelSet& ref = reference_kernel_set();
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (bool up : {false, true}) {
+    for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{64}, int64_t{65}, int64_t{131}}) {
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{16}}) {
+        const int64_t ld = cols + 3;
+        std::vector<float> out0(n * ld), f(n * ld);
+        for (float& v : out0) v = unit(rng);
+        for (float& v : f) v = unit(rng);
+        std::vector<float> got = out0, want = out0;
+        // up: the chain starts at the last row and runs to row 0
+        const int64_t first = up ? (n - 1) * ld : 0, step = up ? -ld : ld;
+        ks.chain_products(n, cols, got.data() + first, step, f.data() + first, step);
+        ref.chain_products(n, cols, want.data() + first, step, f.data() + first, step);
+        for (int64_t r = 0; r < n; ++r) {
+          for (int64_t c = 0; c < ld; ++c) {
+            const int64_t at = r * ld + c;
+            ASSERT_EQ(got[at], want[at]) << ks.name << " n=" << n << " cols=" << cols << " up=" << up;
+            const int64_t chain_row = up ? n - 1 - r : r;
+            if (c >= cols || chain_row == 0) ASSERT_EQ(got[at], out0[at]) << ks.name << " wrote outside the chain";
+          }
+        }
+        if (n > 1 && cols > 0) {  // and the reference is the definition
+          const int64_t r1 = up ? n - 2 : 1, r0 = up ? n - 1 : 0;
+          EXPECT_EQ(want[r1 * ld], out0[r0 * ld] * f[r1 * ld]);
+        }
+      }
+    }
+  }
+}
+
 // One decode token against the reference set, both state layouts, at tile edges (V around the kernels'
 // 1- and 4-vector tiles, odd K), with the state's row padding untouched.
 void check_decode(const KernelSet& ks, std::mt19937_64& rng) {
@@ -1077,6 +1111,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_sum_squares_rows(ks, rng);
     check_vector_kernels(ks, rng);
     check_decayed_dots2(ks, rng);
+    check_chain_products(ks, rng);
     check_decode(ks, rng);
   }
 }

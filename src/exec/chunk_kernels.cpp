@@ -151,23 +151,15 @@ void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float*
     return;
   }
   simd::exp_f32(L * w, g, ga);
-  // row `to` = row `from` o the step factors of row f
-  const auto times = [&](const float* from, int64_t f, float* to) {
-    simd::scale_rows(1, w, from, w, ga + f * w, w, nullptr, to, w);
-  };
-  for (int64_t i = 0; i < L; ++i) {
-    if (i % kDecayAnchorRows == 0) {
-      simd::exp_diff(1, w, G + i * w, 0, nullptr, 0, eg + i * w);  // exp(G_i), an anchor
-    } else {
-      times(eg + (i - 1) * w, i, eg + i * w);
-    }
+  // Each anchor, then the rows after it up to the next as running products: eg_i = eg_{i-1} o ga_i down the
+  // rows, eg_last_i = eg_last_{i+1} o ga_{i+1} up them.
+  for (int64_t a = 0; a < L; a += kDecayAnchorRows) {
+    simd::exp_diff(1, w, G + a * w, 0, nullptr, 0, eg + a * w);  // exp(G_a), an anchor
+    simd::chain_products(std::min(kDecayAnchorRows, L - a), w, eg + a * w, w, ga + a * w, w);
   }
-  for (int64_t i = L - 1; i >= 0; --i) {
-    if ((L - 1 - i) % kDecayAnchorRows == 0) {
-      simd::exp_diff(1, w, gl, 0, G + i * w, 0, eg_last + i * w);  // exp(G_last - G_i), an anchor
-    } else {
-      times(eg_last + (i + 1) * w, i + 1, eg_last + i * w);
-    }
+  for (int64_t a = L - 1; a >= 0; a -= kDecayAnchorRows) {
+    simd::exp_diff(1, w, gl, 0, G + a * w, 0, eg_last + a * w);  // exp(G_last - G_a), an anchor
+    simd::chain_products(std::min(kDecayAnchorRows, a + 1), w, eg_last + a * w, -w, ga + (a + 1) * w, -w);
   }
   simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
 }

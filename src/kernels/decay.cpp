@@ -114,10 +114,6 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
   float* e = klt + K * L;     // [B, K]  exp(G_i - G_n) for the current rows i
   float* kr = e + B * K;      // [B, K]
   float* qr = kr + B * K;     // [B, K]
-  // row <- prev o f (one row of K channels)
-  auto times = [&](const float* prev, const float* f, float* row) {
-    simd::scale_rows(1, K, prev, K, f, K, nullptr, row, K);
-  };
   for (int64_t r0 = 0; r0 < L; r0 += B) {
     const int64_t r1 = std::min(L, r0 + B), m = r1 - r0;
     if (r0 > 0) {
@@ -129,11 +125,11 @@ double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* 
       // (exp(G_n - G_j) = ga_{j+1} ... ga_n, exp(G_i - G_n) = ga_{n+1} ... ga_i): no exp here.
       const int64_t p0 = r0 - B;
       std::copy(ga + r0 * K, ga + (r0 + 1) * K, kl + (B - 1) * K);  // exp(G_n - G_{n-1})
-      for (int64_t j = B - 2; j >= 0; --j) times(kl + (j + 1) * K, ga + (p0 + j + 1) * K, kl + j * K);
+      simd::chain_products(B, K, kl + (B - 1) * K, -K, ga + r0 * K, -K);  // kl_j = kl_{j+1} o ga_{p+j+1}
       if (p0 > 0) simd::scale_rows(K, p0, klt, L, kl, 1, nullptr, klt, L);  // times exp(G_n - G_p), row 0 of kl
       pack_transposed(B, K, Kc + p0 * K, K, kl, K, klt + p0, L);  // k_j o exp(G_n - G_j), transposed
       std::fill(e, e + K, 1.0f);  // exp(G_i - G_n), i = n .. r1 - 1
-      for (int64_t t = 1; t < m; ++t) times(e + (t - 1) * K, ga + (r0 + t) * K, e + t * K);
+      simd::chain_products(m, K, e, K, ga + r0 * K, K);  // e_t = e_{t-1} o ga_{n+t}
       simd::scale_rows(m, K, Kc + r0 * K, K, e, K, nullptr, kr, K);
       simd::scale_rows(m, K, Q + r0 * K, K, e, K, nullptr, qr, K);
       simd::gemm_nn(m, r0, K, kr, K, klt, L, false, A + r0 * ld, ld);

@@ -183,6 +183,9 @@ struct KernelSet {
   void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
   // A chunk's gate cumsums in double, bit for bit as kernels/decay.h gate_cumsum sums them (simd.h).
   void (*gate_cumsum)(int64_t L, int64_t w, const float* g, double* G);
+  // Running products of rows (simd.h chain_products): row r of out = row r - 1 of out o row r of f, r = 1..n-1,
+  // one fp32 multiply per element in row order (strides may be negative: a chain running up the rows).
+  void (*chain_products)(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

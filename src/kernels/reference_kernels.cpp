@@ -172,6 +172,12 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
   }
 }
 
+void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
+  for (int64_t r = 1; r < n; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[r * ldo + c] = out[(r - 1) * ldo + c] * f[r * ldf + c];
+  }
+}
+
 }  // namespace
 
 KernelSet make_reference_kernel_set() {
@@ -182,7 +188,7 @@ KernelSet make_reference_kernel_set() {
           &decay_mask, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
           &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
           &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
-          &gate_cumsum, "fp32 FMA on rounded operands", nullptr};
+          &gate_cumsum, &chain_products, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

@@ -553,6 +553,41 @@ void DecayedDots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float
   }
 }
 
+// kernels/simd.h chain_products. Four column vectors at a time, each carried down the rows in a register (four
+// independent multiply chains): one load of f and one store a row and vector, where one scale_rows call a row
+// reloaded the previous row and paid a call for every 128 products.
+void ChainProducts(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
+  const hn::ScalableTag<float> d;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  int64_t c = 0;
+  for (; c + 4 * nl <= cols; c += 4 * nl) {
+    auto v0 = hn::LoadU(d, out + c), v1 = hn::LoadU(d, out + c + nl);
+    auto v2 = hn::LoadU(d, out + c + 2 * nl), v3 = hn::LoadU(d, out + c + 3 * nl);
+    for (int64_t r = 1; r < n; ++r) {
+      const float* fr = f + r * ldf + c;
+      float* o = out + r * ldo + c;
+      v0 = hn::Mul(v0, hn::LoadU(d, fr));
+      v1 = hn::Mul(v1, hn::LoadU(d, fr + nl));
+      v2 = hn::Mul(v2, hn::LoadU(d, fr + 2 * nl));
+      v3 = hn::Mul(v3, hn::LoadU(d, fr + 3 * nl));
+      hn::StoreU(v0, d, o);
+      hn::StoreU(v1, d, o + nl);
+      hn::StoreU(v2, d, o + 2 * nl);
+      hn::StoreU(v3, d, o + 3 * nl);
+    }
+  }
+  for (; c + nl <= cols; c += nl) {
+    auto v = hn::LoadU(d, out + c);
+    for (int64_t r = 1; r < n; ++r) {
+      v = hn::Mul(v, hn::LoadU(d, f + r * ldf + c));
+      hn::StoreU(v, d, out + r * ldo + c);
+    }
+  }
+  for (; c < cols; ++c) {
+    for (int64_t r = 1; r < n; ++r) out[r * ldo + c] = out[(r - 1) * ldo + c] * f[r * ldf + c];
+  }
+}
+
 // dst[c, r] = src[r, c] * f(r, c) (kernels/pack.h): 4 x 4 tiles through 128-bit registers (four rows'
 // 4-float pieces, scaled, interleaved into four columns' pieces: 4 stores for 16 elements instead of 16
 // scattered ones; the scalar loop measured ~5 us for a 64 x 128 panel), the edges element by element. The
@@ -777,7 +812,7 @@ KernelSet MakeKernelSet() {
           &DecayMask, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
           &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows,
           &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilBlockInverse,
-          &GateCumsum, "fp32 FMA on rounded operands", nullptr};
+          &GateCumsum, &ChainProducts, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -900,6 +935,9 @@ void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t l
 
 void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().bf16_to_f32(n, src, dst); }
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
+void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
+  active_kernels().chain_products(n, cols, out, ldo, f, ldf);
+}
 
 void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,
                 int64_t ld) {

@@ -169,6 +169,12 @@ void decode_v_first(int64_t K, int64_t V, float* S, int64_t lds, const float* de
 void decayed_dots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float* r, const float* a, const float* b,
                    float* out_a, float* out_b);
 
+// Running products of rows: out_r = out_{r-1} o f_r for r = 1 .. n - 1 (row r of out at out + r * ldo, of f at
+// f + r * ldf; either stride may be negative, for a chain running up the rows), one fp32 multiply per element:
+// the decay factors that are running products of step factors (exec/chunk_kernels.h decay_factors, KDA's
+// intra-chunk scores), a chain in one call instead of a scale_rows call a row.
+void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);
