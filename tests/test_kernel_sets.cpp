@@ -707,51 +707,63 @@ void check_pack_bf16_split(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// The diagonal block's forward substitution, bit for bit the reference loop's (kernels/tril_inverse.h) at
-// every block size up to kTrilBlock (vector tails, one row, none), on entries at many scales, with signed
-// zeros (a -1000 gate's masked score is -0 for a negative k.k) and an infinite entry (non-finite where the
-// loop's result is); (I + A) T = I to fp32 accuracy; T's upper part and row padding untouched.
-void check_tril_block_inverse(const KernelSet& ks, std::mt19937_64& rng) {
+// The diagonal blocks' forward substitution, bit for bit the reference loop's (kernels/tril_inverse.h) block
+// by block, at every block size up to kTrilBlock (vector tails, one row, none) and for several blocks with a
+// partial last one (the sets run full blocks side by side), on entries at many scales, with signed zeros (a
+// -1000 gate's masked score is -0 for a negative k.k) and an infinite entry (non-finite where the loop's
+// result is); (I + A) T = I to fp32 accuracy within each block; nothing of T outside the blocks' lower parts
+// (their upper parts, the rest of T, row padding) written.
+void check_tril_diagonal_blocks(const KernelSet& ks, std::mt19937_64& rng) {
   const auto bits = [](float x) {
     uint32_t u;
     std::memcpy(&u, &x, sizeof u);
     return u;
   };
-  for (int64_t m = 0; m <= kTrilBlock; ++m) {
+  std::vector<int64_t> sizes;
+  for (int64_t n = 0; n <= kTrilBlock; ++n) sizes.push_back(n);
+  for (int64_t n : {int64_t{17}, int64_t{31}, int64_t{32}, int64_t{48}, int64_t{63}, int64_t{64}, int64_t{80}, int64_t{81}}) {
+    sizes.push_back(n);
+  }
+  for (int64_t n : sizes) {
     for (int variant = 0; variant < 3; ++variant) {
-      const int64_t lda = m + 3, ldt = m + 2;
-      std::vector<float> A = randn(m * lda + 1, rng);
+      const int64_t lda = n + 3, ldt = n + 2;
+      std::vector<float> A = randn(n * lda + 1, rng);
       std::uniform_int_distribution<int> ex(-3, 1);
       for (float& v : A) v = std::ldexp(v, ex(rng)) * 0.25f;
       if (variant == 1) {  // signed zeros: whole sums of zeros, and zeros among nonzero terms
         for (std::size_t k = 0; k < A.size(); k += 2) A[k] = (k / 2) % 2 ? -0.0f : 0.0f;
       }
-      if (variant == 2 && m > 2) A[(m - 1) * lda + 1] = INFINITY;
-      std::vector<float> want(m * ldt + 1, 7.0f), got = want;
-      tril_block_inverse(m, A.data(), lda, want.data(), ldt);
-      ks.tril_block_inverse(m, A.data(), lda, got.data(), ldt);
-      for (int64_t i = 0; i < m; ++i) {
+      if (variant == 2 && n > 2) A[(n - 1) * lda + 1 + (n - 1) / kTrilBlock * kTrilBlock] = INFINITY;
+      std::vector<float> want(n * ldt + 1, 7.0f), got = want;
+      for (int64_t i0 = 0; i0 < n; i0 += kTrilBlock) {
+        tril_block_inverse(std::min(kTrilBlock, n - i0), A.data() + i0 * lda + i0, lda, want.data() + i0 * ldt + i0,
+                           ldt);
+      }
+      ks.tril_diagonal_blocks(n, A.data(), lda, got.data(), ldt);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t b0 = i / kTrilBlock * kTrilBlock;  // the first column of row i's diagonal block
         for (int64_t j = 0; j < ldt; ++j) {
           const float w = want[i * ldt + j], g = got[i * ldt + j];
-          if (j > i) {
-            ASSERT_EQ(bits(g), bits(7.0f)) << ks.name << " m " << m << " wrote above the diagonal at " << i << "," << j;
+          if (j > i || j < b0) {
+            ASSERT_EQ(bits(g), bits(7.0f)) << ks.name << " n " << n << " wrote outside the blocks at " << i << "," << j;
           } else if (!std::isfinite(w)) {
-            ASSERT_FALSE(std::isfinite(g)) << ks.name << " m " << m << " at " << i << "," << j;
+            ASSERT_FALSE(std::isfinite(g)) << ks.name << " n " << n << " at " << i << "," << j;
           } else {
-            ASSERT_EQ(bits(g), bits(w)) << ks.name << " m " << m << " variant " << variant << " at " << i << "," << j
+            ASSERT_EQ(bits(g), bits(w)) << ks.name << " n " << n << " variant " << variant << " at " << i << "," << j
                                         << ": " << g << " vs " << w;
           }
         }
       }
       if (variant == 2) continue;
-      for (int64_t i = 0; i < m; ++i) {  // (I + A) T = I on the lower part
-        for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t i = 0; i < n; ++i) {  // (I + A) T = I on each block's lower part
+        const int64_t b0 = i / kTrilBlock * kTrilBlock;
+        for (int64_t j = b0; j <= i; ++j) {
           double s = got[i * ldt + j], mag = std::fabs(s);
           for (int64_t r = j; r < i; ++r) {
             s += static_cast<double>(A[i * lda + r]) * got[r * ldt + j];
             mag += std::fabs(static_cast<double>(A[i * lda + r]) * got[r * ldt + j]);
           }
-          ASSERT_NEAR(s, i == j ? 1.0 : 0.0, 1e-6 * (mag + 1)) << ks.name << " m " << m << " at " << i << "," << j;
+          ASSERT_NEAR(s, i == j ? 1.0 : 0.0, 1e-6 * (mag + 1)) << ks.name << " n " << n << " at " << i << "," << j;
         }
       }
     }
@@ -1106,7 +1118,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_bf16_residual(ks, rng);
     check_pack_bf16_split(ks, rng);
     check_round_bf16_rows(ks, rng);
-    check_tril_block_inverse(ks, rng);
+    check_tril_diagonal_blocks(ks, rng);
     check_gate_cumsum(ks, rng);
     check_sum_squares_rows(ks, rng);
     check_vector_kernels(ks, rng);

@@ -178,9 +178,9 @@ struct KernelSet {
   // the diagonal, so only the sign of a zero result may differ from that form.
   void (*lower_times_bf16)(int64_t L, int64_t N, int nterms, const Bf16LowerTerm* terms, bool acc, float* C,
                            int64_t ldc);
-  // One m x m (m <= kTrilBlock) diagonal block of the unit lower-triangular inverse by forward substitution,
-  // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_block_inverse).
-  void (*tril_block_inverse)(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
+  // The kTrilBlock diagonal blocks of an n x n unit lower-triangular inverse by forward substitution, each
+  // bit for bit as kernels/tril_inverse.h tril_block_inverse computes it (simd.h tril_diagonal_blocks).
+  void (*tril_diagonal_blocks)(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt);
   // A chunk's gate cumsums in double, bit for bit as kernels/decay.h gate_cumsum sums them (simd.h).
   void (*gate_cumsum)(int64_t L, int64_t w, const float* g, double* G);
   // Running products of rows (simd.h chain_products): row r of out = row r - 1 of out o row r of f, r = 1..n-1,

@@ -1,6 +1,7 @@
 // The reference kernel set: every entry of KernelSet as the plain loop of its definition, in fp32, sums in
 // the natural order; the GEMM is the scalar tile of kernels/gemm.h (one scalar GEMM in the project). Slow
 // and obviously right; the other sets are tested against it.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -172,6 +173,12 @@ void bf16_residual(int64_t rows, int64_t cols, const float* x, int64_t ldx, floa
   }
 }
 
+void tril_diagonal_blocks(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt) {
+  for (int64_t i0 = 0; i0 < n; i0 += kTrilBlock) {
+    tril_block_inverse(std::min(kTrilBlock, n - i0), A + i0 * lda + i0, lda, T + i0 * ldt + i0, ldt);
+  }
+}
+
 void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
   for (int64_t r = 1; r < n; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[r * ldo + c] = out[(r - 1) * ldo + c] * f[r * ldf + c];
@@ -187,7 +194,7 @@ KernelSet make_reference_kernel_set() {
           &gemm_bf16<false>, &gemm_bf16<true>, &pack_bf16, &gemm_packed_bf16, &bf16_to_f32, &f32_to_bf16,
           &decay_mask, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
           &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
-          &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_block_inverse,
+          &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_diagonal_blocks,
           &gate_cumsum, &chain_products, "fp32 FMA on rounded operands", nullptr};
 }
 

@@ -101,10 +101,11 @@ void gemm_terms_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t l
 void scale_rows_bf16(int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
                      uint16_t* dst, int64_t ldd);
 
-// T = (I + A)^-1 on one m x m diagonal block (m <= kTrilBlock; A strictly lower, row stride lda; T row
-// stride ldt, its upper part not written): the forward substitution of kernels/tril_inverse.h
-// tril_block_inverse, every row's entries at once, with its bits.
-void tril_block_inverse(int64_t m, const float* A, int64_t lda, float* T, int64_t ldt);
+// The diagonal blocks of T = (I + A)^-1 for an n x n A (strictly lower, row stride lda; T row stride ldt):
+// block b covers rows and columns [b kTrilBlock, min(n, (b + 1) kTrilBlock)), each the forward substitution
+// of kernels/tril_inverse.h tril_block_inverse on its own block of A, with its bits; only each block's lower
+// part (diagonal included) of T is written.
+void tril_diagonal_blocks(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt);
 
 // G[i * w + d] = sum_{s <= i} g[s * w + d] in double (kernels/decay.h gate_cumsum: each channel in token
 // order from 0.0, so the same bits), every channel of a row at once.

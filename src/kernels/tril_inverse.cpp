@@ -40,12 +40,13 @@ void tril_unit_inverse(int64_t n, const float* A, int64_t lda, float* T, int64_t
 }
 
 int64_t tril_unit_inverse_simd(int64_t n, const float* A, int64_t lda, float* T, int64_t ldt, float* scratch) {
-  for (int64_t i = 0; i < n; ++i) std::fill(T + i * ldt, T + i * ldt + n, 0.0f);
+  // The upper part is zero; the diagonal blocks' lower parts and then the blocks left of them are written.
+  for (int64_t i = 0; i + 1 < n; ++i) std::fill(T + i * ldt + i + 1, T + i * ldt + n, 0.0f);
+  simd::tril_diagonal_blocks(n, A, lda, T, ldt);
   const int64_t nb = (n + kTrilBlock - 1) / kTrilBlock;
   int64_t macs = 0;
   for (int64_t bi = 0; bi < nb; ++bi) {
     const int64_t i0 = bi * kTrilBlock, i1 = std::min(n, i0 + kTrilBlock), mi = i1 - i0;
-    simd::tril_block_inverse(mi, A + i0 * lda + i0, lda, T + i0 * ldt + i0, ldt);
     macs += mi * mi * mi / 6;
     if (bi == 0) continue;
     // All blocks left of the diagonal at once: X = A[I, 0:i0] * T[0:i0, 0:i0] (T lower triangular, so
