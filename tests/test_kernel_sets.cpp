@@ -944,6 +944,31 @@ void check_chain_products(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// bf16 rows widened and scaled: every set's bits are the definition's two multiplies after an exact widening
+// (so the reference set's), at vector tails, with a row stride, nothing past cols written.
+void check_bf16_rows_scaled(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(0.25f, 4.0f);
+  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{131}}) {
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{64}}) {
+      const int64_t lds = cols + 5, ldd = cols + 2;
+      const std::vector<float> x = randn(rows * lds, rng);
+      std::vector<uint16_t> src(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) src[i] = f32_to_bf16_bits(x[i]);
+      std::vector<float> f(rows);
+      for (float& v : f) v = unit(rng);
+      const float s = unit(rng);
+      std::vector<float> got(rows * ldd, 7.0f);
+      ks.bf16_rows_scaled(rows, cols, src.data(), lds, f.data(), s, got.data(), ldd);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < ldd; ++c) {
+          const float want = c < cols ? (bf16_bits_to_f32(src[r * lds + c]) * f[r]) * s : 7.0f;
+          ASSERT_EQ(got[r * ldd + c], want) << ks.name << " rows " << rows << " cols " << cols << " at " << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
 // One decode token against the reference set, both state layouts, at tile edges (V around the kernels'
 // 1- and 4-vector tiles, odd K), with the state's row padding untouched.
 void check_decode(const KernelSet& ks, std::mt19937_64& rng) {
@@ -1124,6 +1149,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_vector_kernels(ks, rng);
     check_decayed_dots2(ks, rng);
     check_chain_products(ks, rng);
+    check_bf16_rows_scaled(ks, rng);
     check_decode(ks, rng);
   }
 }

@@ -186,6 +186,9 @@ struct KernelSet {
   // Running products of rows (simd.h chain_products): row r of out = row r - 1 of out o row r of f, r = 1..n-1,
   // one fp32 multiply per element in row order (strides may be negative: a chain running up the rows).
   void (*chain_products)(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf);
+  // bf16 rows widened and scaled (simd.h bf16_rows_scaled): dst[r, c] = (widened src[r, c] * f[r]) * s.
+  void (*bf16_rows_scaled)(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s,
+                           float* dst, int64_t ldd);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

@@ -179,6 +179,13 @@ void tril_diagonal_blocks(int64_t n, const float* A, int64_t lda, float* T, int6
   }
 }
 
+void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
+                      int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = (bf16_bits_to_f32(src[r * lds + c]) * f[r]) * s;
+  }
+}
+
 void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
   for (int64_t r = 1; r < n; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[r * ldo + c] = out[(r - 1) * ldo + c] * f[r * ldf + c];
@@ -195,7 +202,7 @@ KernelSet make_reference_kernel_set() {
           &decay_mask, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
           &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
           &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_diagonal_blocks,
-          &gate_cumsum, &chain_products, "fp32 FMA on rounded operands", nullptr};
+          &gate_cumsum, &chain_products, &bf16_rows_scaled, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

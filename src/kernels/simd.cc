@@ -639,6 +639,28 @@ void Bf16ToF32(int64_t n, const uint16_t* src, float* dst) {
   for (; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
 }
 
+// kernels/simd.h bf16_rows_scaled: each vector widened (the 16 bits become the float's high half, exact) and
+// multiplied by the row's factor, then by s: the two multiplies of widening a row and then scaling it twice.
+void Bf16RowsScaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
+                    int64_t ldd) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
+  const auto sv = hn::Set(df, s);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* x = src + r * lds;
+    float* y = dst + r * ldd;
+    const auto fv = hn::Set(df, f[r]);
+    int64_t c = 0;
+    for (; c + nl <= cols; c += nl) {
+      const auto wide = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, x + c))));
+      hn::StoreU(hn::Mul(hn::Mul(wide, fv), sv), df, y + c);
+    }
+    for (; c < cols; ++c) y[c] = (bf16_bits_to_f32(x[c]) * f[r]) * s;
+  }
+}
+
 // The bf16 rounding of fp32 bit patterns u (nearest, ties to even) in the upper half of
 // u + 0x7FFF + (bit 16 of u); NaNs are the callers' to treat.
 template <class DU, class VU>
@@ -840,7 +862,7 @@ KernelSet MakeKernelSet() {
           &DecayMask, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
           &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows,
           &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilDiagonalBlocks,
-          &GateCumsum, &ChainProducts, "fp32 FMA on rounded operands", nullptr};
+          &GateCumsum, &ChainProducts, &Bf16RowsScaled, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -965,6 +987,10 @@ void bf16_to_f32(int64_t n, const uint16_t* src, float* dst) { active_kernels().
 void f32_to_bf16(int64_t n, const float* src, uint16_t* dst) { active_kernels().f32_to_bf16(n, src, dst); }
 void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
   active_kernels().chain_products(n, cols, out, ldo, f, ldf);
+}
+void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
+                      int64_t ldd) {
+  active_kernels().bf16_rows_scaled(rows, cols, src, lds, f, s, dst, ldd);
 }
 
 void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,

@@ -176,6 +176,12 @@ void decayed_dots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const floa
 // intra-chunk scores), a chain in one call instead of a scale_rows call a row.
 void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf);
 
+// dst[r, c] = (widened src[r, c] * f[r]) * s for bf16 rows src (row stride lds): widening rows and then scaling
+// them by their factors and by s (two scale_rows passes), in one pass and with their bits (an l2norm's rows
+// and q's scale, ops/rows.h finish_q_rows_bf16).
+void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
+                      int64_t ldd);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);

@@ -69,6 +69,17 @@ class RowLoader {
     simd::scale_rows(L, p_.K, rows, p_.K, &scale, 0, nullptr, rows, p_.K);
   }
   void finish_k_rows(int64_t L, R* rows, R* f) const { l2norm_rows(L, rows, f); }
+  // finish_q_rows / finish_k_rows of rows given as bf16 bit patterns raw [L, K], into rows (fp32): the factors
+  // from the bf16 rows' sums (the widened rows' sums), then every row widened and multiplied in one pass
+  // (kernels/simd.h bf16_rows_scaled), with the bits of widening and then finishing in place.
+  void finish_q_rows_bf16(int64_t L, const uint16_t* raw, float* rows, float* f) const {
+    norm_factors(L, raw, f);
+    simd::bf16_rows_scaled(L, p_.K, raw, p_.K, f, static_cast<float>(p_.scale), rows, p_.K);
+  }
+  void finish_k_rows_bf16(int64_t L, const uint16_t* raw, float* rows, float* f) const {
+    norm_factors(L, raw, f);
+    simd::bf16_rows_scaled(L, p_.K, raw, p_.K, f, 1.0f, rows, p_.K);
+  }
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
 
