@@ -183,9 +183,9 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   // widened copy.
   const bool q_bf16_only = raw_qk && !widen_raw_qk && !q_cm && qv.stride(3) == 1;
   const bool k_bf16_only = raw_qk && !widen_raw_qk && !k_cm && kv.stride(3) == 1;
-  // Contiguous bf16 rows that are finished (not raw) are copied as stored and then widened and finished in
-  // one pass (RowLoader::finish_q_rows_bf16): one pass over the fp32 rows where widening, the l2norm's scaling
-  // and q's scale made three.
+  // Contiguous bf16 rows that are finished (not raw) are read where they are stored (the view's row stride),
+  // summed, and widened and finished in one pass (RowLoader::finish_q_rows_bf16): one pass over the fp32 rows
+  // where widening, the l2norm's scaling and q's scale made three.
   const auto finish_from_bf16 = [&](const TensorView& x, bool cm) {
     return !raw_qk && !cm && x.dtype == DType::kBF16 && x.stride(3) == 1;
   };
@@ -194,8 +194,10 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     const int64_t t = c.t0 + i;
     if (!q_cm && !q_bf16_only && !q_from_bf16) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
     if (!k_cm && !k_bf16_only && !k_from_bf16) load_row_f32(kv, at(kv, t, h), kv.stride(3), K, k.data() + i * K);
-    if (raw_qk || q_from_bf16) keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
-    if (raw_qk || k_from_bf16) keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
+    if (raw_qk) {
+      keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
+      keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
+    }
     if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
   }
   // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch. Raw
@@ -204,13 +206,14 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     rows.q_factors(L, qb.data(), fq.data());
     rows.k_factors(L, kb.data(), fk.data());
   } else {
+    const auto stored = [&](const TensorView& x) { return static_cast<const uint16_t*>(x.data) + at(x, c.t0, h); };
     if (q_from_bf16) {
-      rows.finish_q_rows_bf16(L, qb.data(), q.data(), fq.data());
+      rows.finish_q_rows_bf16(L, stored(qv), qv.stride(1), q.data(), fq.data());
     } else {
       rows.finish_q_rows(L, q.data(), fq.data());
     }
     if (k_from_bf16) {
-      rows.finish_k_rows_bf16(L, kb.data(), k.data(), fk.data());
+      rows.finish_k_rows_bf16(L, stored(kv), kv.stride(1), k.data(), fk.data());
     } else {
       rows.finish_k_rows(L, k.data(), fk.data());
     }

@@ -93,9 +93,7 @@ struct ChunkInputs {
   bool widen_raw_qk = true;
   AlignedVector<float> fq, fk, bk;
   AlignedVector<float> eq, ek;     // raw rows only: e^G o fq, e^G o fk [L], the row factors of Q S and K S
-  // q and k as bf16 bit patterns [L, K]: raw rows' GEMM operands; for finished rows loaded from contiguous bf16,
-  // the rows as stored before they are widened and finished (scratch)
-  AlignedVector<uint16_t> qb, kb;
+  AlignedVector<uint16_t> qb, kb;  // raw rows only: q and k as bf16 bit patterns [L, K], the GEMMs' own operands
   const float* q_factors() const { return raw_qk ? fq.data() : nullptr; }  // a scale_rows rowscale
   const float* k_factors() const { return raw_qk ? fk.data() : nullptr; }
   const float* beta_k() const { return raw_qk ? bk.data() : beta.data(); }  // beta o fk, or beta

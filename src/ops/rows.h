@@ -69,16 +69,17 @@ class RowLoader {
     simd::scale_rows(L, p_.K, rows, p_.K, &scale, 0, nullptr, rows, p_.K);
   }
   void finish_k_rows(int64_t L, R* rows, R* f) const { l2norm_rows(L, rows, f); }
-  // finish_q_rows / finish_k_rows of rows given as bf16 bit patterns raw [L, K], into rows (fp32): the factors
-  // from the bf16 rows' sums (the widened rows' sums), then every row widened and multiplied in one pass
-  // (kernels/simd.h bf16_rows_scaled), with the bits of widening and then finishing in place.
-  void finish_q_rows_bf16(int64_t L, const uint16_t* raw, float* rows, float* f) const {
-    norm_factors(L, raw, f);
-    simd::bf16_rows_scaled(L, p_.K, raw, p_.K, f, static_cast<float>(p_.scale), rows, p_.K);
+  // finish_q_rows / finish_k_rows of rows given as bf16 bit patterns raw [L, K] (row stride ld: e.g. the input
+  // tensor's own rows), into rows (fp32, row stride K): the factors from the bf16 rows' sums (the widened rows'
+  // sums), then every row widened and multiplied in one pass (kernels/simd.h bf16_rows_scaled), with the bits
+  // of widening and then finishing in place.
+  void finish_q_rows_bf16(int64_t L, const uint16_t* raw, int64_t ld, float* rows, float* f) const {
+    norm_factors(L, raw, f, ld);
+    simd::bf16_rows_scaled(L, p_.K, raw, ld, f, static_cast<float>(p_.scale), rows, p_.K);
   }
-  void finish_k_rows_bf16(int64_t L, const uint16_t* raw, float* rows, float* f) const {
-    norm_factors(L, raw, f);
-    simd::bf16_rows_scaled(L, p_.K, raw, p_.K, f, 1.0f, rows, p_.K);
+  void finish_k_rows_bf16(int64_t L, const uint16_t* raw, int64_t ld, float* rows, float* f) const {
+    norm_factors(L, raw, f, ld);
+    simd::bf16_rows_scaled(L, p_.K, raw, ld, f, 1.0f, rows, p_.K);
   }
 
   void v(int64_t b, int64_t t, int64_t hv, R* out) const { load_row(p_.in.v, b, t, hv, p_.V, out); }
@@ -138,9 +139,9 @@ class RowLoader {
  private:
   // The in-kernel l2norm's multiplier of each of L rows (1 without it), and the rows multiplied by it.
   template <typename T>
-  void norm_factors(int64_t L, const T* raw, R* out) const {
+  void norm_factors(int64_t L, const T* raw, R* out, int64_t ld = 0) const {
     if (p_.opt.use_qk_l2norm_in_kernel) {
-      l2norm_factors(L, p_.K, raw, p_.K, out);
+      l2norm_factors(L, p_.K, raw, ld ? ld : p_.K, out);
     } else {
       std::fill(out, out + L, R(1));
     }
