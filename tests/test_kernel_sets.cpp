@@ -367,6 +367,31 @@ void check_bf16_conversions(const KernelSet& ks, std::mt19937_64& rng) {
     }
     EXPECT_EQ(back[n], 7.0f) << ks.name << ": wrote past the row";
   }
+  // The rows forms: the same words row by row at the rows' strides, nothing between the rows written.
+  for (int64_t cols : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{40}}) {
+    const int64_t rows = static_cast<int64_t>(bits.size()) / cols, lds = cols + 3, ldd = cols + 2;
+    std::vector<float> src(rows * lds, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) std::copy(x.begin() + r * cols, x.begin() + (r + 1) * cols, src.begin() + r * lds);
+    std::vector<uint16_t> narrow(rows * ldd, 0xABCD);
+    ks.f32_to_bf16_rows(rows, cols, src.data(), lds, narrow.data(), ldd);
+    std::vector<float> wide(rows * lds, 7.0f);
+    ks.bf16_to_f32_rows(rows, cols, narrow.data(), ldd, wide.data(), lds);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < ldd; ++c) {
+        const uint16_t want = c < cols ? f32_to_bf16_bits(src[r * lds + c]) : 0xABCD;
+        ASSERT_EQ(narrow[r * ldd + c], want) << ks.name << " rows narrowing at " << r << "," << c;
+      }
+      for (int64_t c = 0; c < lds; ++c) {
+        uint32_t b;
+        std::memcpy(&b, &wide[r * lds + c], 4);
+        if (c < cols) {
+          ASSERT_EQ(b, static_cast<uint32_t>(narrow[r * ldd + c]) << 16) << ks.name << " rows widening";
+        } else {
+          ASSERT_EQ(wide[r * lds + c], 7.0f) << ks.name << " rows widening wrote past a row";
+        }
+      }
+    }
+  }
 }
 
 // The decay mask of a chunk (simd.h decay_mask) against exp(G_i - G_j) in double: exact zeros above the

@@ -113,13 +113,14 @@ void prefetch_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int6
 
 void store_o_rows(const TensorView& o, int64_t b, int64_t t0, int64_t L, int64_t hv, int64_t c0, int64_t n,
                   const float* rows) {
+  if (o.dtype == DType::kBF16 && o.stride(3) == 1) {  // the rows at o's row stride, in one call
+    const int64_t off = b * o.stride(0) + t0 * o.stride(1) + hv * o.stride(2) + c0;
+    simd::f32_to_bf16_rows(L, n, rows, n, static_cast<uint16_t*>(o.data) + off, o.stride(1));
+    return;
+  }
   for (int64_t i = 0; i < L; ++i) {
     const int64_t off = b * o.stride(0) + (t0 + i) * o.stride(1) + hv * o.stride(2) + c0 * o.stride(3);
-    if (o.dtype == DType::kBF16 && o.stride(3) == 1) {
-      simd::f32_to_bf16(n, rows + i * n, static_cast<uint16_t*>(o.data) + off);
-    } else {
-      store_elems<float>(o, off, o.stride(3), n, rows + i * n);
-    }
+    store_elems<float>(o, off, o.stride(3), n, rows + i * n);
   }
 }
 
@@ -190,6 +191,7 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     return !raw_qk && !cm && x.dtype == DType::kBF16 && x.stride(3) == 1;
   };
   const bool q_from_bf16 = finish_from_bf16(qv, q_cm), k_from_bf16 = finish_from_bf16(kv, k_cm);
+  const bool v_bf16_rows = !v_cm && vv.dtype == DType::kBF16 && vv.stride(3) == 1;
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
     if (!q_cm && !q_bf16_only && !q_from_bf16) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
@@ -198,7 +200,11 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
       keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
       keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
     }
-    if (!v_cm) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
+    if (!v_cm && !v_bf16_rows) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
+  }
+  if (v_bf16_rows) {  // contiguous bf16 rows: widened at v's row stride in one call
+    simd::bf16_to_f32_rows(L, c.Vc, static_cast<const uint16_t*>(vv.data) + at(vv, c.t0, hv) + c.c0, vv.stride(1), v.data(),
+                           c.Vc);
   }
   // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch. Raw
   // rows' factors are summed from their bf16 values, widened or not (the same sums as of the widened rows).

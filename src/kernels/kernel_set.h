@@ -189,6 +189,9 @@ struct KernelSet {
   // bf16 rows widened and scaled (simd.h bf16_rows_scaled): dst[r, c] = (widened src[r, c] * f[r]) * s.
   void (*bf16_rows_scaled)(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s,
                            float* dst, int64_t ldd);
+  // bf16_to_f32 / f32_to_bf16 on each of `rows` rows (row strides lds, ldd) in one call (simd.h).
+  void (*bf16_to_f32_rows)(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, float* dst, int64_t ldd);
+  void (*f32_to_bf16_rows)(int64_t rows, int64_t cols, const float* src, int64_t lds, uint16_t* dst, int64_t ldd);
   std::string bf16_unit;  // what runs them: "AVX512-BF16 dot products" or "fp32 FMA on rounded operands"
   // Rounds of bf16 dot-product chains (flops executed), or null: the bf16 GEMM's peak probe.
   double (*bf16_peak)(int64_t iters);

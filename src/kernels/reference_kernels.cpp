@@ -186,6 +186,12 @@ void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t l
   }
 }
 
+// A row conversion applied to each of `rows` rows.
+template <class S, class D, void (*Convert)(int64_t, const S*, D*)>
+void rows_of(int64_t rows, int64_t cols, const S* src, int64_t lds, D* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) Convert(cols, src + r * lds, dst + r * ldd);
+}
+
 void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const float* f, int64_t ldf) {
   for (int64_t r = 1; r < n; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[r * ldo + c] = out[(r - 1) * ldo + c] * f[r * ldf + c];
@@ -202,7 +208,8 @@ KernelSet make_reference_kernel_set() {
           &decay_mask, &exp_diff, &pack_bf16_rows_t, &gemm_bf16_rows, &gemm_bf16_rows_tn, &pack_transposed,
           &bf16_residual, &pack_bf16_split_by_parts<&pack_bf16, &bf16_residual>, &round_block_bf16,
           &lower_times_bf16_by_blocks<&gemm_packed_bf16>, &tril_diagonal_blocks,
-          &gate_cumsum, &chain_products, &bf16_rows_scaled, "fp32 FMA on rounded operands", nullptr};
+          &gate_cumsum, &chain_products, &bf16_rows_scaled, &rows_of<uint16_t, float, &bf16_to_f32>,
+          &rows_of<float, uint16_t, &f32_to_bf16>, "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace hanpu

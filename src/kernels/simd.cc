@@ -733,6 +733,16 @@ void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
+// kernels/simd.h bf16_to_f32_rows / f32_to_bf16_rows: the row conversions inlined into one loop over the rows
+// (a chunk's 64 rows of 128 converted one call a row took 0.74 us in cache on the Intel Xeon with AMX, in one
+// loop 0.29 us).
+void Bf16ToF32Rows(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) Bf16ToF32(cols, src + r * lds, dst + r * ldd);
+}
+void F32ToBf16Rows(int64_t rows, int64_t cols, const float* src, int64_t lds, uint16_t* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) F32ToBf16(cols, src + r * lds, dst + r * ldd);
+}
+
 // x - bf16(x), lane-wise: bf16(x) is RoundedBf16Bits's upper half as in F32ToBf16, kept as an fp32 with zero
 // low bits. A NaN or infinite x, or one that rounds to infinity, gives a non-finite lo, as in
 // the reference set.
@@ -862,7 +872,8 @@ KernelSet MakeKernelSet() {
           &DecayMask, &ExpDiff, &PackBf16RowsT, &GemmBf16Rows, &GemmBf16RowsTn, &PackTransposed,
           &Bf16Residual, &pack_bf16_split_by_parts<&PackBf16, &Bf16Residual>, &RoundBf16Rows,
           &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilDiagonalBlocks,
-          &GateCumsum, &ChainProducts, &Bf16RowsScaled, "fp32 FMA on rounded operands", nullptr};
+          &GateCumsum, &ChainProducts, &Bf16RowsScaled, &Bf16ToF32Rows, &F32ToBf16Rows,
+          "fp32 FMA on rounded operands", nullptr};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -991,6 +1002,12 @@ void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const floa
 void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
                       int64_t ldd) {
   active_kernels().bf16_rows_scaled(rows, cols, src, lds, f, s, dst, ldd);
+}
+void bf16_to_f32_rows(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, float* dst, int64_t ldd) {
+  active_kernels().bf16_to_f32_rows(rows, cols, src, lds, dst, ldd);
+}
+void f32_to_bf16_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, uint16_t* dst, int64_t ldd) {
+  active_kernels().f32_to_bf16_rows(rows, cols, src, lds, dst, ldd);
 }
 
 void decay_mask(int64_t L, const double* G, const float* cf, const float* ra, const float* rp, float* a, float* p,

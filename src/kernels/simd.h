@@ -182,6 +182,11 @@ void chain_products(int64_t n, int64_t cols, float* out, int64_t ldo, const floa
 void bf16_rows_scaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
                       int64_t ldd);
 
+// bf16_to_f32 / f32_to_bf16 on `rows` rows of `cols` (row strides lds, ldd: e.g. a head's rows in a [B, T, H, D]
+// tensor) in one call, with their bits: a chunk's loads and stores without a call a row.
+void bf16_to_f32_rows(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, float* dst, int64_t ldd);
+void f32_to_bf16_rows(int64_t rows, int64_t cols, const float* src, int64_t lds, uint16_t* dst, int64_t ldd);
+
 // Runs `iters` rounds of twelve independent register-resident FMA chains; returns the flops executed.
 // Timing it on every thread at once gives the machine's fp32 FMA peak (bench/peak).
 double fma_peak_kernel(int64_t iters);
