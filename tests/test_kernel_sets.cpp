@@ -599,12 +599,12 @@ void check_exp_diff(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
-// The transposed panel, exactly src * factor per element (unscaled, per-row and per-element factors), at
-// 4 x 4 tile edges, with the padding between dst rows untouched.
+// The transposed panel, exactly src * factor per element (unscaled, per-column (sw 0), per-row and per-element
+// factors), at 4 x 4 tile edges, with the padding between dst rows untouched.
 void check_pack_transposed(const KernelSet& ks, std::mt19937_64& rng) {
-  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{64}}) {
-    for (int64_t cols : {int64_t{1}, int64_t{4}, int64_t{7}, int64_t{130}}) {
-      for (int64_t sw : {int64_t{-1}, int64_t{1}, cols}) {
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{16}, int64_t{35}, int64_t{64}}) {
+    for (int64_t cols : {int64_t{1}, int64_t{4}, int64_t{7}, int64_t{16}, int64_t{37}, int64_t{130}}) {
+      for (int64_t sw : {int64_t{-1}, int64_t{0}, int64_t{1}, cols}) {
         const int64_t lds = cols + 3, ldd = rows + 2;
         const std::vector<float> src = randn(rows * lds, rng), scale = randn(rows * cols, rng);
         const float* sc = sw < 0 ? nullptr : scale.data();

@@ -599,7 +599,7 @@ void PackTransposed(int64_t rows, int64_t cols, const float* src, int64_t lds, c
 #if HWY_TARGET != HWY_SCALAR
   const hn::Full128<float> d4;
   const auto factors = [&](int64_t row, int64_t c) {
-    return scale && sw > 1 ? hn::LoadU(d4, scale + row * sw + c) : hn::Set(d4, f(row, c));
+    return scale && sw != 1 ? hn::LoadU(d4, scale + row * sw + c) : hn::Set(d4, f(row, c));
   };
   for (; r + 4 <= rows; r += 4) {
     int64_t c = 0;
