@@ -498,7 +498,7 @@ void check_bf16_rows(const KernelSet& ks, std::mt19937_64& rng) {
 // tails, row strides past cols, and factors that push products into the subnormal range (where the AVX512-BF16
 // sets' rounding differs from f32_to_bf16's); away from it the rows are f32_to_bf16 of the products.
 void check_scale_rows_bf16(const KernelSet& ks, std::mt19937_64& rng) {
-  for (int64_t cols : {int64_t{5}, int64_t{16}, int64_t{33}, int64_t{128}}) {
+  for (int64_t cols : {int64_t{5}, int64_t{16}, int64_t{31}, int64_t{33}, int64_t{48}, int64_t{128}}) {
     for (int64_t sw : {int64_t{0}, int64_t{1}, cols}) {
       const int64_t rows = 19, lds = cols + 3, ldd = cols + cols % 2, N = 24;
       const std::vector<float> src = randn(rows * lds, rng);

@@ -287,8 +287,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_peak(int64_t 
 }
 
 // KernelSet::scale_rows_bf16 on AVX512-BF16: each row's products (scale_rows' one multiply per element)
-// rounded by VCVTNEPS2BF16, as this set's packings round an fp32 operand (VCVTNE2PS2BF16: nearest even, a
-// subnormal to zero), 16 columns a step, the tail under a mask.
+// rounded as this set's packings round an fp32 operand (VCVTNE2PS2BF16: nearest even, a subnormal to zero),
+// 32 columns a step into one 64-byte store, the tail 16 at a time under a mask (VCVTNEPS2BF16, the same
+// rounding). (16 columns a step, every step masked: a 64 x 128 block 0.85 us in cache on the Intel Xeon
+// with AMX.)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scale_rows_bf16(
     const KernelSet&, int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale, int64_t sw,
     uint16_t* dst, int64_t ldd) {
@@ -296,9 +298,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scale_rows_
     const float* x = src + r * lds;
     const float* f = scale + r * sw;
     uint16_t* y = dst + r * ldd;
-    for (int64_t c = 0; c < cols; c += kLanes) {
+    const __m512 row_factor = _mm512_set1_ps(f[0]);
+    int64_t c = 0;
+    for (; c + 2 * kLanes <= cols; c += 2 * kLanes) {
+      const __m512 f0 = sw <= 1 ? row_factor : _mm512_loadu_ps(f + c);
+      const __m512 f1 = sw <= 1 ? row_factor : _mm512_loadu_ps(f + c + kLanes);
+      const __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(x + c), f0);
+      const __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(x + c + kLanes), f1);
+      _mm512_storeu_si512(y + c, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
+    }
+    for (; c < cols; c += kLanes) {
       const __mmask16 m = first_lanes(cols - c);
-      const __m512 fc = sw <= 1 ? _mm512_set1_ps(f[0]) : _mm512_maskz_loadu_ps(m, f + c);
+      const __m512 fc = sw <= 1 ? row_factor : _mm512_maskz_loadu_ps(m, f + c);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), fc);
       _mm256_mask_storeu_epi16(y + c, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
     }
