@@ -191,7 +191,6 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
     return !raw_qk && !cm && x.dtype == DType::kBF16 && x.stride(3) == 1;
   };
   const bool q_from_bf16 = finish_from_bf16(qv, q_cm), k_from_bf16 = finish_from_bf16(kv, k_cm);
-  const bool v_bf16_rows = !v_cm && vv.dtype == DType::kBF16 && vv.stride(3) == 1;
   for (int64_t i = 0; i < L; ++i) {
     const int64_t t = c.t0 + i;
     if (!q_cm && !q_bf16_only && !q_from_bf16) load_row_f32(qv, at(qv, t, h), qv.stride(3), K, q.data() + i * K);
@@ -200,12 +199,8 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
       keep_bf16_row(qv, q_cm, at(qv, t, h), q.data() + i * K, K, qb.data() + i * K);
       keep_bf16_row(kv, k_cm, at(kv, t, h), k.data() + i * K, K, kb.data() + i * K);
     }
-    if (!v_cm && !v_bf16_rows) load_row_f32(vv, at(vv, t, hv) + c.c0 * vv.stride(3), vv.stride(3), c.Vc, v.data() + i * c.Vc);
   }
-  if (v_bf16_rows) {  // contiguous bf16 rows: widened at v's row stride in one call
-    simd::bf16_to_f32_rows(L, c.Vc, static_cast<const uint16_t*>(vv.data) + at(vv, c.t0, hv) + c.c0, vv.stride(1), v.data(),
-                           c.Vc);
-  }
+  if (!v_cm) RowLoader<float>::load_rows(vv, s.batch, c.t0, L, hv, c.c0, c.Vc, v.data());
   // The rows' l2norm factors all at once (their sums side by side); without raw_qk fq and fk are scratch. Raw
   // rows' factors are summed from their bf16 values, widened or not (the same sums as of the widened rows).
   if (raw_qk) {

@@ -456,12 +456,16 @@ void DecodeVFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* deca
   }
 }
 
-#if HWY_TARGET != HWY_SCALAR
 // The lane sums of four vectors, in lanes 0-3 of out (G < 4: the first G; the rest of v is ignored). Within each
 // 128-bit block a 4 x 4 transpose-and-add (a0+a2, b0+b2, a1+a3, b1+b3 | ... -> sum a, sum b, sum c, sum d per
-// block), then the blocks folded pairwise: 2-3 operations a vector where a lane sum of each takes ~9.
+// block), then the blocks folded pairwise: 2-3 operations a vector where a lane sum of each takes ~9. (One lane:
+// the lanes themselves.)
 template <int G, class D>
 HWY_INLINE void SumsOf4(D d, const hn::Vec<D>* v, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  for (int g = 0; g < G; ++g) out[g] = hn::GetLane(v[g]);
+#else
   const hn::Repartition<double, D> dd;
   const auto z = hn::Zero(d);
   const auto a = v[0], b = G > 1 ? v[1] : z, c = G > 2 ? v[2] : z, e = G > 3 ? v[3] : z;
@@ -478,6 +482,7 @@ HWY_INLINE void SumsOf4(D d, const hn::Vec<D>* v, float* out) {
     for (int64_t k = 1; k < nb; ++k) t += blocks[4 * k + g];
     out[g] = t;
   }
+#endif
 }
 
 // Rows j0 .. j0 + G - 1 of decayed_dots2, the first `nstep` of them stepped by r: one pass over the columns
@@ -516,8 +521,6 @@ HWY_INLINE void DecayedDotsGroup(D d, int64_t cols, float* X, int64_t ldx, int n
   }
 }
 
-#endif  // HWY_TARGET != HWY_SCALAR
-
 // kernels/simd.h decayed_dots2. Rows in groups of four: each column vector of r, a and b loaded once for the
 // group, every row's vector stepped (and stored), and two lane-wise FMA chains x * a, x * b; the groups' lane
 // sums side by side (SumsOf4), a column tail added in order. One row at a time, with a running decay D beside
@@ -529,19 +532,6 @@ void DecayedDots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float
     // rows j < rows - 1 are stepped when r is given; the last row is row i's own
     const int nstep = r ? static_cast<int>(std::min<int64_t>(g, rows - 1 - j0)) : 0;
     float* x = X + j0 * ldx;
-#if HWY_TARGET == HWY_SCALAR
-    for (int t = 0; t < g; ++t) {
-      float sa = 0, sb = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        float& v = x[t * ldx + c];
-        if (t < nstep) v *= r[c];
-        sa += v * a[c];
-        sb += v * b[c];
-      }
-      out_a[j0 + t] = sa;
-      out_b[j0 + t] = sb;
-    }
-#else
     const hn::ScalableTag<float> d;
     switch (g) {
       case 4: DecayedDotsGroup<4>(d, cols, x, ldx, nstep, r, a, b, out_a + j0, out_b + j0); break;
@@ -549,7 +539,6 @@ void DecayedDots2(int64_t rows, int64_t cols, float* X, int64_t ldx, const float
       case 2: DecayedDotsGroup<2>(d, cols, x, ldx, nstep, r, a, b, out_a + j0, out_b + j0); break;
       default: DecayedDotsGroup<1>(d, cols, x, ldx, nstep, r, a, b, out_a + j0, out_b + j0); break;
     }
-#endif
   }
 }
 

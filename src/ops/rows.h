@@ -119,7 +119,7 @@ class RowLoader {
     if (p_.kind == Kind::kGdn) {
       load_elems<R>(x, b * x.stride(0) + t0 * x.stride(1) + hv * x.stride(2), x.stride(1), L, out);
     } else {
-      load_rows(x, b, t0, L, hv, w, out);
+      load_rows(x, b, t0, L, hv, 0, w, out);
     }
     if (!p_.opt.use_gate_in_kernel) return;
     const R* bias = dt_bias_.data() + hv * w;
@@ -136,6 +136,20 @@ class RowLoader {
     }
   }
 
+  // Columns [c0, c0 + n) of rows [t0, t0 + L) of head h, widened as load_row widens a row (out row stride n):
+  // contiguous bf16 rows in one call at the view's row stride, anything else row by row.
+  static void load_rows(const TensorView& x, int64_t b, int64_t t0, int64_t L, int64_t h, int64_t c0, int64_t n,
+                        R* out) {
+    const int64_t off = b * x.stride(0) + t0 * x.stride(1) + h * x.stride(2) + c0 * x.stride(3);
+    if constexpr (sizeof(R) == 4) {
+      if (x.dtype == DType::kBF16 && x.stride(3) == 1) {
+        simd::bf16_to_f32_rows(L, n, static_cast<const uint16_t*>(x.data) + off, x.stride(1), out, n);
+        return;
+      }
+    }
+    for (int64_t i = 0; i < L; ++i) load_elems<R>(x, off + i * x.stride(1), x.stride(3), n, out + i * n);
+  }
+
  private:
   // The in-kernel l2norm's multiplier of each of L rows (1 without it), and the rows multiplied by it.
   template <typename T>
@@ -150,18 +164,6 @@ class RowLoader {
     if (!p_.opt.use_qk_l2norm_in_kernel) return;
     l2norm_factors(L, p_.K, rows, p_.K, f);
     simd::scale_rows(L, p_.K, rows, p_.K, f, 1, nullptr, rows, p_.K);
-  }
-
-  // Rows [t0, t0 + L) of head h as load_row loads each (out row stride n); contiguous bf16 rows in one call.
-  static void load_rows(const TensorView& x, int64_t b, int64_t t0, int64_t L, int64_t h, int64_t n, R* out) {
-    if constexpr (sizeof(R) == 4) {
-      if (x.dtype == DType::kBF16 && x.stride(3) == 1) {
-        const int64_t off = b * x.stride(0) + t0 * x.stride(1) + h * x.stride(2);
-        simd::bf16_to_f32_rows(L, n, static_cast<const uint16_t*>(x.data) + off, x.stride(1), out, n);
-        return;
-      }
-    }
-    for (int64_t i = 0; i < L; ++i) load_row(x, b, t0 + i, h, n, out + i * n);
   }
 
   static void load_row(const TensorView& x, int64_t b, int64_t t, int64_t h, int64_t n, R* out) {
