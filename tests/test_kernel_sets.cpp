@@ -957,7 +957,9 @@ void check_chain_products(const KernelSet& ks, std::mt19937_64& rng) {
             const int64_t at = r * ld + c;
             ASSERT_EQ(got[at], want[at]) << ks.name << " n=" << n << " cols=" << cols << " up=" << up;
             const int64_t chain_row = up ? n - 1 - r : r;
-            if (c >= cols || chain_row == 0) ASSERT_EQ(got[at], out0[at]) << ks.name << " wrote outside the chain";
+            if (c >= cols || chain_row == 0) {
+              ASSERT_EQ(got[at], out0[at]) << ks.name << " wrote outside the chain";
+            }
           }
         }
         if (n > 1 && cols > 0) {  // and the reference is the definition
