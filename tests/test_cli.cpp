@@ -748,6 +748,9 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_GT(d.bf16_pack_bytes_per_cycle, 0);
   EXPECT_GE(d.bf16_pack_fixed_cycles, 0);
   EXPECT_GT(d.bf16_dense_penalty, 0);
+  EXPECT_EQ(d.bf16_tile_rows, active_kernels().bf16_tile_rows);  // the unit's tile, from the kernel set
+  EXPECT_EQ(d.bf16_tile_cols, active_kernels().bf16_tile_cols);
+  EXPECT_EQ(d.bf16_tile_k, active_kernels().bf16_tile_k);
   EXPECT_NE(log.find("bf16 update gemm"), std::string::npos) << log;
   EXPECT_GT(d.solve_macs_per_cycle, 0);  // the inverse and the chunk rows, measured
   EXPECT_GT(d.rows_load_bytes_per_cycle, 0);

@@ -3,6 +3,7 @@
 // and the engine: every packing choice (and a kept V') gives the same bits.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 
 #include "exec/chunk_program.h"
@@ -96,6 +97,43 @@ TEST(Packing, TheCostModelPacksOnlyRightOperandsAndNeverUnpacks) {
   const plan::Bf16CostModel kda(d, Kind::kKda, kTrilBlock);
   const plan::Graph gk = plan::build_chunk_graph(Kind::kKda, 64, 128, 128, passes(true, true));
   EXPECT_FALSE(kda.allowed(gk, op_index(gk, plan::OpCode::kKKt), Layout::kBlocked));
+}
+
+// A product's MACs are its dimensions padded to the unit's tile (AMX: 16 x 16 x 32 against VDPBF16PS's 1 x 16 x
+// 2), and only a left operand the engine does not read as bf16 rows (T, P) costs a conversion: K S on keys
+// costs its MACs whatever the packing rate, V' = T R the conversion of T on top.
+TEST(Packing, ProductsPadToTheUnitsTileAndConvertOnlyFp32LeftOperands) {
+  plan::Device d = host();
+  d.has_bf16_matrix = true;
+  d.bf16_macs_per_cycle = 16 * d.matrix_macs_per_cycle;  // AMX's class: the splits stay on the unit
+  d.bf16_pack_bytes_per_cycle = 10;
+  d.bf16_pack_fixed_cycles = 0;
+  const plan::Graph g = plan::build_chunk_graph(Kind::kGdn, 64, 100, 40, passes(true, true));  // K 100, V 40
+  const int ks = op_index(g, plan::OpCode::kKS), tr = op_index(g, plan::OpCode::kVnFromTR);
+  ASSERT_GE(ks, 0);
+  ASSERT_GE(tr, 0);
+  const int ktv = op_index(g, plan::OpCode::kKtV);
+  EXPECT_TRUE(plan::reads_bf16_rows(g.ops[ks], Layout::kBlocked));
+  EXPECT_FALSE(plan::reads_bf16_rows(g.ops[tr], Layout::kDense));
+  EXPECT_TRUE(plan::reads_bf16_rows(g.ops[ktv], Layout::kDense));     // the key rows, transposed in place
+  EXPECT_FALSE(plan::reads_bf16_rows(g.ops[ktv], Layout::kBlocked));  // the keys' fp32 panel
+  for (const auto& [rows, cols, k] : {std::array<int64_t, 3>{1, 16, 2}, {16, 16, 32}}) {
+    d.bf16_tile_rows = rows;
+    d.bf16_tile_cols = cols;
+    d.bf16_tile_k = k;
+    const plan::Bf16CostModel cm(d, Kind::kGdn, kTrilBlock);
+    const auto pad = [](int64_t x, int64_t t) { return static_cast<double>((x + t - 1) / t * t); };
+    // K S: [64, 100] x [100, 40], blocked (S from the shared copy), bf16 key rows: the MACs alone.
+    const double ks_macs = pad(64, rows) * pad(40, cols) * pad(100, k);
+    EXPECT_NEAR(cm.op_cost(g, ks, Layout::kBlocked), ks_macs / d.bf16_macs_per_cycle, 1e-9) << rows;
+    // V' = T R: [64, 64] x [64, 40], row-blocked (5/8 of its MACs at C = 64), R split (two products, each
+    // converting T, R's residual pass and two packings in the call).
+    const double tr_macs = pad(64, rows) * pad(40, cols) * pad(64, k) * 5 / 8;
+    const double t_bytes = 64.0 * 64 * 4, r_bytes = 64.0 * 40 * 4;
+    const double want = 2 * (tr_macs / d.bf16_macs_per_cycle + cm.pack_cycles(t_bytes)) +
+                        cm.pack_cycles(r_bytes, true);
+    EXPECT_NEAR(cm.op_cost(g, tr, Layout::kDense), want, 1e-9 * want) << rows;
+  }
 }
 
 // The two-term splits (plan/packing.h) in the cost model of a bf16 unit at 16 fp32 rates (AMX's class):
@@ -198,6 +236,37 @@ TEST(Packing, ThePlanKeepsTheOperandsSeveralProductsRead) {
     ASSERT_TRUE(compile_chunk_program(fixed.graph, fixed.layouts.op_layout, fixed.opt, &fp).ok());
     EXPECT_FALSE(fp.keep_state || fp.keep_keys || fp.keep_vn);
     EXPECT_EQ(fp.repack_row_blocks, p == Packing::kPackAlways);
+  }
+}
+
+// On a unit that keeps the splits (AMX's class), the engine's fused products make V''s split packing once, on
+// V' = T R's way out, for P V' and KDA's dense update alike: that update packs nothing, so keeping V' packed
+// for it (an fp32 key panel and the products unfused; measured slower on the Intel Xeon with AMX) is not
+// planned. Where the splits run in fp32 there are no fused products, and the dense update packs V'.
+TEST(Packing, KdasUpdateReadsTheFusedProductsPackingOfVn) {
+  plan::Device d = host();
+  d.has_bf16_matrix = true;
+  for (double rate : {16.0, 1.5}) {
+    d.bf16_macs_per_cycle = rate * d.matrix_macs_per_cycle;
+    const plan::Bf16CostModel cm(d, Kind::kKda, kTrilBlock);
+    EXPECT_EQ(cm.fused_products(), rate > 3) << rate;
+    const plan::Graph g = plan::build_chunk_graph(Kind::kKda, 64, 128, 128, passes(true, true));
+    const int ktv = op_index(g, plan::OpCode::kKtV);
+    ASSERT_GE(ktv, 0);
+    EXPECT_EQ(cm.reads_fused_packing(g.ops[ktv], Layout::kDense), rate > 3) << rate;
+    EXPECT_FALSE(cm.reads_fused_packing(g.ops[ktv], Layout::kBlocked));
+    if (rate > 3) {  // two products (V' split) on the key rows in place, nothing packed
+      const double macs = 128.0 * 128 * 64;
+      EXPECT_NEAR(cm.op_cost(g, ktv, Layout::kDense), 2 * macs / d.bf16_macs_per_cycle * d.bf16_dense_penalty,
+                  1e-9 * macs);
+    }
+    plan::PlanOptions po;
+    po.bf16 = true;
+    plan::Plan pl;
+    ASSERT_TRUE(plan::make_plan(Kind::kKda, d, po, &pl).ok());
+    ChunkProgram prog;
+    ASSERT_TRUE(compile_chunk_program(pl.graph, pl.layouts.op_layout, pl.opt, &prog).ok());
+    EXPECT_FALSE(prog.keep_vn) << rate << " " << prog.describe();
   }
 }
 

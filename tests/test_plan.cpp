@@ -285,6 +285,25 @@ TEST(PlanLayout, AnchoredDevicesNeverRunAGemmDense) {
   }
 }
 
+// The host's GEMMs scale C's rows on their way in (matrix.scales_accumulator_rows), so the state update's
+// decay costs no vector pass there; an NPU's S' is a Vector-unit pass over the state.
+TEST(PlanLayout, TheUpdatesDecayRidesOnTheHostsGemm) {
+  for (const std::string dev : {"host", "ascend-310p"}) {
+    const Device d = shipped(dev);
+    EXPECT_EQ(d.matrix_scales_accumulator, dev == "host");
+    const DeviceCostModel cm(d);
+    const Graph g = build_chunk_graph(Kind::kGdn, 64, 128, 128, passes(true, true));
+    const auto s_new = std::find_if(g.ops.begin(), g.ops.end(), [](const OpNode& o) { return o.code == OpCode::kUpdate; });
+    ASSERT_NE(s_new, g.ops.end());
+    const double cost = cm.op_cost(g, static_cast<int>(s_new - g.ops.begin()), Layout::kDense);
+    if (dev == "host") {
+      EXPECT_EQ(cost, 0.0);
+    } else {
+      EXPECT_GT(cost, 0.0);
+    }
+  }
+}
+
 TEST(PlanDevice, EveryShippedDeviceLoads) {
   const std::vector<std::string> names = shipped_devices();
   for (const char* want : {"ascend-310p", "ascend-310p3", "ascend-310b", "hexagon-v75", "host"}) {
@@ -420,6 +439,13 @@ TEST(PlanDevice, MalformedDescriptionsNameTheField) {
                                   {"pack_fixed_cycles", {{"value", -1}, {"source", "s"}}}};
             }),
             "x.json: bf16_matrix.pack_fixed_cycles.value: expected >= 0");
+  EXPECT_EQ(error_of([](nlohmann::json& j) {
+              j["bf16_matrix"] = {{"macs_per_cycle", {{"value", 8}, {"source", "s"}}},
+                                  {"pack_bytes_per_cycle", {{"value", 8}, {"source", "s"}}},
+                                  {"pack_fixed_cycles", {{"value", 0}, {"source", "s"}}},
+                                  {"tile_k", {{"value", 0}, {"source", "s"}}}};
+            }),
+            "x.json: bf16_matrix.tile_k.value: expected an integer in 1..4096");
   Device d;
   EXPECT_NE(parse_device("{", "x.json", &d).message().find("not JSON"), std::string::npos);
   EXPECT_NE(load_device("no-such-device", &d).message().find("shipped: ascend-310b"), std::string::npos);

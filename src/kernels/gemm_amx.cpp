@@ -594,6 +594,9 @@ void append_amx_kernel_sets(std::vector<KernelSet>* out) {
     k.bf16_matrix_engine = true;
     // 16 x 16 x 32 products a TDPBF16PS per 16 cycles against 2 x 16 fp32 FMA lanes a cycle.
     k.bf16_rate_over_fp32 = 16;
+    k.bf16_tile_rows = kTile;      // A and C tiles: 16 rows
+    k.bf16_tile_cols = kTile;      // B and C tiles: 16 fp32 columns
+    k.bf16_tile_k = 2 * kTile;     // a tile step: 16 pairs
     out->insert(out->begin(), k);
     return;
   }

@@ -205,6 +205,12 @@ struct KernelSet {
   // engine runs a bf16 plan's two-term split products in fp32 where this is no more than their products
   // (plan/packing.h bf16_terms).
   double bf16_rate_over_fp32 = 1;
+  // The bf16 unit's operand tile: a product executes whole tiles, its M padded to tile_rows, N to tile_cols
+  // and the reduction to tile_k (AMX: 16 x 32 A tiles times 32 x 16 B tiles into 16 x 16 fp32 C tiles;
+  // VDPBF16PS: one 16-column register of C a row, the reduction in pairs; the portable sets, the fp32 GEMM
+  // on rounded copies, the same). hanpu calibrate writes it into the host description's bf16_matrix, whose
+  // cost model pads each product to it.
+  int64_t bf16_tile_rows = 1, bf16_tile_cols = 16, bf16_tile_k = 2;
   // The bf16 GDN step's fused products (exec/chunk_kernels.h): each is, bit for bit, its default, the set's
   // own entries composed (self is the set), which writes the product's fp32 value and passes over it; a set
   // may instead finish each block of the product on its way out of the registers or tiles, so that the fp32

@@ -194,6 +194,9 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
   d.matrix_macs_per_cycle = mx.sourced_number("macs_per_cycle");
   d.matrix_requires_blocked = mx.sourced_flag("requires_blocked");
   d.matrix_dense_penalty = mx.sourced_number("dense_penalty");
+  if (r.ok() && mx.raw().contains("scales_accumulator_rows")) {
+    d.matrix_scales_accumulator = mx.sourced_flag("scales_accumulator_rows");
+  }
   if (r.ok() && mx.raw().contains("solve_macs_per_cycle")) d.solve_macs_per_cycle = mx.sourced_number("solve_macs_per_cycle");
   const JsonReader vx = r.child("vector");
   d.vector_allows_blocked = vx.sourced_flag("allows_blocked");
@@ -221,6 +224,11 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     d.bf16_pack_fixed_cycles = bx.sourced_number("pack_fixed_cycles", false);
     if (r.ok() && d.bf16_pack_fixed_cycles < 0) r.fail("bf16_matrix.pack_fixed_cycles.value", "expected >= 0");
     if (r.ok() && bx.raw().contains("dense_penalty")) d.bf16_dense_penalty = bx.sourced_number("dense_penalty");
+    for (const auto& [key, dst] : {std::pair<const char*, int64_t*>{"tile_rows", &d.bf16_tile_rows},
+                                   {"tile_cols", &d.bf16_tile_cols},
+                                   {"tile_k", &d.bf16_tile_k}}) {
+      if (r.ok() && bx.raw().contains(key)) *dst = bx.sourced_integer(key, 1, 4096);
+    }
   }
   if (r.ok() && j.contains("buffers")) {
     const JsonReader bx = r.child("buffers");

@@ -61,6 +61,10 @@ struct Device {
   // is scalar chains; hanpu calibrate measures the whole inverse).
   double solve_macs_per_cycle = 0;
   bool matrix_requires_blocked = false;
+  // Optional (matrix.scales_accumulator_rows, default false): the GEMM applies C's row factors on C's way
+  // into its registers or tiles (the host's RowScale, kernels/kernel_set.h), so the state update's decay,
+  // S' = diag(eGlast) S + KtV, rides on the K^T V' product's pass over S and costs no vector pass of its own.
+  bool matrix_scales_accumulator = false;
   double matrix_dense_penalty = 1;      // cycles factor of a GEMM reading a transposed operand in place
                                         // (dense) instead of from a blocked/packed copy (when allowed)
   bool vector_allows_blocked = true;    // vector operators can run on blocked tiles
@@ -73,9 +77,14 @@ struct Device {
   // dimension, 16 columns a row: the VDPBF16PS register layout and AMX's B tile layout), per fp32 source
   // byte and fixed. Absent: the fp32 matrix rate and the layout transform's costs stand in.
   // dense_penalty (optional, default 1): the cost factor of a bf16 GEMM reading a transposed left operand in
-  // place (converted on the way) over the same GEMM on a panel of it.
+  // place (the update's key rows, transposed on the way) over the same GEMM on rows of its transpose.
+  // tile_rows, tile_cols, tile_k (optional integers, default 1, 16, 2: VDPBF16PS's register layout): the
+  // unit's operand tile, to whole multiples of which a product's M, N and reduction are padded (AMX: 16, 16,
+  // 32). macs_per_cycle is the unit's rate on a left operand already in bf16 rows; converting an fp32 left
+  // operand costs a packing of its bytes on top (plan/packing.h).
   bool has_bf16_matrix = false;
   double bf16_macs_per_cycle = 0, bf16_pack_bytes_per_cycle = 0, bf16_pack_fixed_cycles = 0, bf16_dense_penalty = 1;
+  int64_t bf16_tile_rows = 1, bf16_tile_cols = 16, bf16_tile_k = 2;
   // Data movers that convert between dense and blocked while they move (optional flags in "layout"): a
   // global-memory load into the matrix unit's memory (Ascend's Nd2Nz DataCopy), the move of a matrix
   // result out of its result memory (310P's vector relay), a store to global memory (Nz2Nd). Where one

@@ -76,6 +76,8 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
     const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense
     return macs / d_.matrix_macs_per_cycle * (l == Layout::kDense && transposed ? d_.matrix_dense_penalty : 1.0);
   }
+  // The state update's decay on a device whose GEMM scales C's rows on their way in: part of K^T V''s pass.
+  if (o.code == OpCode::kUpdate && d_.matrix_scales_accumulator) return 0;
   // Vector work runs at its result's working precision (fp32 for everything a chunk computes).
   const double bytes = o.vector_ops * elem_bytes(g, o.outputs[0], d_, d_.vector_mem);
   const double penalty = l == Layout::kBlocked && o.row_wise ? d_.vector_blocked_row_wise_penalty : 1.0;

@@ -53,6 +53,17 @@ bool shares_right_operand(Kind kind, const OpNode& o) {
   return packs_right_operand(kind, o) && !(kind == Kind::kGdn && o.code == OpCode::kKtV);
 }
 
+bool reads_bf16_rows(const OpNode& o, Layout l) {
+  switch (o.code) {
+    case OpCode::kKS: case OpCode::kQS: case OpCode::kKKt: case OpCode::kQKt:
+      return true;
+    case OpCode::kKtV:
+      return l == Layout::kDense;
+    default:
+      return false;
+  }
+}
+
 Bf16Terms bf16_terms(Kind kind, OpCode code, double bf16_over_fp32) {
   Bf16Terms t;
   switch (code) {
@@ -71,6 +82,7 @@ Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
       pack_bytes_per_cycle_(d.has_bf16_matrix ? d.bf16_pack_bytes_per_cycle : d.transform_bytes_per_cycle / 2),
       pack_fixed_cycles_(d.has_bf16_matrix ? d.bf16_pack_fixed_cycles : d.transform_fixed_cycles),
       dense_penalty_(d.has_bf16_matrix ? d.bf16_dense_penalty : d.matrix_dense_penalty),
+      tile_rows_(d.bf16_tile_rows), tile_cols_(d.bf16_tile_cols), tile_k_(d.bf16_tile_k),
       bf16_over_fp32_(d.has_bf16_matrix ? d.bf16_macs_per_cycle / d.matrix_macs_per_cycle : 1.0) {}
 
 bool Bf16CostModel::row_blocked(const OpNode& o) const {
@@ -96,6 +108,16 @@ bool Bf16CostModel::split_copy(const Graph& g, int t) const {
   return false;
 }
 
+bool Bf16CostModel::fused_products() const {
+  const Bf16Terms tr = bf16_terms(kind_, OpCode::kVnFromTR, bf16_over_fp32_);
+  const Bf16Terms pv = bf16_terms(kind_, OpCode::kPV, bf16_over_fp32_);
+  return !tr.fp32 && tr.right && !pv.fp32 && pv.right;
+}
+
+bool Bf16CostModel::reads_fused_packing(const OpNode& o, Layout l) const {
+  return kind_ == Kind::kKda && o.code == OpCode::kKtV && l == Layout::kDense && fused_products();
+}
+
 bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
   return l == Layout::kDense || packs_bf16(g.ops[op]);
 }
@@ -104,17 +126,21 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   const OpNode& o = g.ops[op];
   if (!allowed(g, op, l)) return kInf;
   if (!packs_bf16(o)) return fp32_.op_cost(g, op, l);
-  // The unit's columns come in 16s and its reduction in pairs.
-  const double n = std::ceil(static_cast<double>(o.n) / 16) * 16, k = std::ceil(static_cast<double>(o.k) / 2) * 2;
-  double macs = static_cast<double>(o.m) * n * k;
+  // The unit executes whole tiles: M, N and the reduction padded to its tile.
+  const auto pad = [](int64_t x, int64_t tile) { return static_cast<double>((x + tile - 1) / tile * tile); };
+  double macs = pad(o.m, tile_rows_) * pad(o.n, tile_cols_) * pad(o.k, tile_k_);
   if (row_blocked(o)) macs *= triangle_share(g.C, row_block_);
-  // Each product converts its left operand on the way in, either layout; a split left operand's low term
+  // Each product converts an fp32 left operand on the way in, either layout; a split left operand's low term
   // is made first (one vector pass).
   const Bf16Terms t = terms(o);
-  double cost = t.products() * (macs / macs_per_cycle_ + pack_cycles(a_bytes(o)));
+  const double convert = reads_bf16_rows(o, l) ? 0.0 : pack_cycles(a_bytes(o));
+  double cost = t.products() * (macs / macs_per_cycle_ + convert);
   if (t.left) cost += d_.vector_cycles(a_bytes(o));
-  // Dense, or a right operand made in the step (GDN's update): packed in the call.
-  if (l == Layout::kDense || !shares_right_operand(kind_, o)) cost += pack_cycles(b_bytes(o), t.right);
+  // Dense, or a right operand made in the step (GDN's update): packed in the call, unless the fused products
+  // packed it already.
+  if ((l == Layout::kDense || !shares_right_operand(kind_, o)) && !reads_fused_packing(o, l)) {
+    cost += pack_cycles(b_bytes(o), t.right);
+  }
   if (!o.trans_a) return cost;
   // A transposed A: read in place (the measured penalty of that form), or the fp32 [k, m] panel first.
   if (l == Layout::kDense) return cost * dense_penalty_;

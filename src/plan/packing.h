@@ -6,7 +6,9 @@
 // pairs of bf16 along k, 16 columns a row (Bf16Operand, kernels/kernel_set.h). Its left operand is
 // converted on the way in, its results are fp32 rows. In the layout DP's terms (plan/layout.h):
 //   - a GEMM in the dense layout packs its right operand itself, for this product only (its row blocks
-//     share it): op cost = MACs / rate + conversion of A + pack of B;
+//     share it): op cost = MACs / rate + conversion of A (none where A is read as bf16 rows:
+//     reads_bf16_rows) + pack of B, M, N and the reduction padded to the unit's tile
+//     (Device::bf16_tile_*);
 //   - a GEMM in the blocked layout reads B from a packed copy: the copy is a transform of B, made once
 //     and shared by every later blocked reader (so blocked readers of one operand keep it packed across
 //     steps); op cost = MACs / rate + conversion of A (+ the fp32 panel of a transposed A: the engine's
@@ -62,6 +64,13 @@ bool parse_packing(const std::string& name, Packing* out);
 // program (which operands it keeps) both ask these.
 bool packs_right_operand(Kind kind, const OpNode& o);
 bool shares_right_operand(Kind kind, const OpNode& o);
+// Whether the engine's bf16 GEMM `o`, run in layout `l`, reads its left operand as bf16 rows, with no
+// conversion of its own: the products of keys and queries (K S, Q S, the score products, the update's K^T
+// read transposed in place) read GDN's bf16 q and k rows as loaded (the bf16 mode's inputs under `auto`; fp32
+// inputs would be converted) and KDA's decayed keys and queries as the bf16 rows their scaling writes. T and
+// P, fp32 results of the step, are converted per product, and so is the fp32 [K, C] panel of the update's
+// keys that a blocked update reads (the update with V' kept packed).
+bool reads_bf16_rows(const OpNode& o, Layout l);
 
 // Which operands of the bf16 GEMM `code` enter as two-term splits (above), and the products that takes;
 // or, with `fp32`, that the product runs on fp32 operands on the fp32 unit instead of split.
@@ -97,6 +106,14 @@ class Bf16CostModel : public CostModel {
   bool packs_bf16(const OpNode& o) const { return packs(o) && !terms(o).fp32; }
   // Whether tensor t is read split by a product that shares its packed copy (so the copy holds both terms).
   bool split_copy(const Graph& g, int t) const;
+  // Whether the engine runs the bf16 step's fused products (exec/strategy_hanpu.cpp fused_state_products:
+  // V' = T R reading R split and P V' reading V' split, on a unit that keeps the splits): K S's results
+  // leave the unit as R's split packing and V' = T R's as V''s, which P V' and KDA's dense update both read.
+  // Then KDA's dense update packs no V' of its own (reads_fused_packing), so keeping V' packed for it
+  // (which runs the update on an fp32 key panel and the products unfused) saves nothing. The engine also
+  // needs GDN's q and k as bf16 rows, the inputs this model assumes (reads_bf16_rows).
+  bool fused_products() const;
+  bool reads_fused_packing(const OpNode& o, Layout l) const;
   int64_t row_block() const { return row_block_; }
 
  private:
@@ -106,6 +123,7 @@ class Bf16CostModel : public CostModel {
   int64_t row_block_;
   // The bf16 unit's figures, or without a bf16_matrix section the fp32 unit's and the layout transform's.
   double macs_per_cycle_, pack_bytes_per_cycle_, pack_fixed_cycles_, dense_penalty_;
+  int64_t tile_rows_, tile_cols_, tile_k_;  // the unit's operand tile (Device::bf16_tile_*)
   double bf16_over_fp32_;  // the bf16 unit's MAC rate over the fp32 unit's (bf16_terms)
 };
 
