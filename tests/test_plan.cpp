@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -300,6 +303,33 @@ TEST(PlanLayout, TheUpdatesDecayRidesOnTheHostsGemm) {
       EXPECT_EQ(cost, 0.0);
     } else {
       EXPECT_GT(cost, 0.0);
+    }
+  }
+}
+
+// Where calibrate writes and "host" looks: $HANPU_HOST_DEVICE, else the XDG cache, else ~/.cache; an empty
+// variable counts as unset.
+TEST(PlanDevice, TheCalibratedHostPathSkipsEmptyVariables) {
+  std::map<std::string, std::optional<std::string>> saved;
+  for (const char* v : {"HANPU_HOST_DEVICE", "XDG_CACHE_HOME", "HOME"}) {
+    const char* x = std::getenv(v);
+    saved[v] = x != nullptr ? std::optional<std::string>(x) : std::nullopt;
+  }
+  ::setenv("HANPU_HOST_DEVICE", "/d/h.json", 1);
+  ::setenv("XDG_CACHE_HOME", "/x", 1);
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(calibrated_host_path(), "/d/h.json");
+  ::setenv("HANPU_HOST_DEVICE", "", 1);
+  EXPECT_EQ(calibrated_host_path(), "/x/hanpu/host.json");
+  ::setenv("XDG_CACHE_HOME", "", 1);
+  EXPECT_EQ(calibrated_host_path(), "/home/u/.cache/hanpu/host.json");
+  ::unsetenv("HOME");
+  EXPECT_EQ(calibrated_host_path(), "host-calibrated.json");
+  for (const auto& [v, x] : saved) {
+    if (x) {
+      ::setenv(v.c_str(), x->c_str(), 1);
+    } else {
+      ::unsetenv(v.c_str());
     }
   }
 }

@@ -43,9 +43,14 @@ std::vector<std::string> shipped_devices() {
 }
 
 std::string calibrated_host_path() {
-  if (const char* p = std::getenv("HANPU_HOST_DEVICE")) return p;
-  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/hanpu/host.json";
-  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/hanpu/host.json";
+  // An empty variable counts as unset (`HANPU_HOST_DEVICE= hanpu ...` asks for the default).
+  const auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  if (const std::string p = env("HANPU_HOST_DEVICE"); !p.empty()) return p;
+  if (const std::string x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/hanpu/host.json";
+  if (const std::string h = env("HOME"); !h.empty()) return h + "/.cache/hanpu/host.json";
   return "host-calibrated.json";
 }
 

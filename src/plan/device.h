@@ -124,7 +124,8 @@ Status load_device(const std::string& name_or_path, Device* out);
 // Parses a device description from JSON text; `origin` prefixes error messages.
 Status parse_device(const std::string& text, const std::string& origin, Device* out);
 // Where `hanpu calibrate` writes by default and where load_device("host") looks first:
-// $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json.
+// $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json (an empty
+// variable counts as unset).
 std::string calibrated_host_path();
 
 }  // namespace hanpu::plan
