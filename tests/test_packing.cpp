@@ -270,6 +270,29 @@ TEST(Packing, KdasUpdateReadsTheFusedProductsPackingOfVn) {
   }
 }
 
+// GDN's bf16 step puts the decays on K S's and Q S's results in the products' registers: Ke and Qs cost
+// nothing in the bf16 model (they are passes in exact mode's, and in KDA's bf16 step, which rounds the decayed
+// keys and queries as operands).
+TEST(Packing, GdnsDecaysRideOnTheProductsResults) {
+  const plan::Device d = host();
+  for (Kind kind : {Kind::kGdn, Kind::kKda}) {
+    const plan::Bf16CostModel cm(d, kind, kTrilBlock);
+    const plan::DeviceCostModel fp32(d);
+    const plan::Graph g = plan::build_chunk_graph(kind, 64, 128, 128, passes(true, true));
+    for (plan::OpCode code : {plan::OpCode::kKe, plan::OpCode::kQs}) {
+      const int i = op_index(g, code);
+      ASSERT_GE(i, 0);
+      EXPECT_EQ(cm.scales_results(g.ops[i]), kind == Kind::kGdn);
+      EXPECT_GT(fp32.op_cost(g, i, Layout::kDense), 0);
+      if (kind == Kind::kGdn) {
+        EXPECT_EQ(cm.op_cost(g, i, Layout::kDense), 0.0);
+      } else {
+        EXPECT_EQ(cm.op_cost(g, i, Layout::kDense), fp32.op_cost(g, i, Layout::kDense));
+      }
+    }
+  }
+}
+
 TEST(Packing, NpuDevicesAreRefusedInBf16) {
   for (const char* dev : {"ascend-310p", "hexagon-v75"}) {
     plan::Device d;

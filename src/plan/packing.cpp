@@ -118,6 +118,10 @@ bool Bf16CostModel::reads_fused_packing(const OpNode& o, Layout l) const {
   return kind_ == Kind::kKda && o.code == OpCode::kKtV && l == Layout::kDense && fused_products();
 }
 
+bool Bf16CostModel::scales_results(const OpNode& o) const {
+  return kind_ == Kind::kGdn && (o.code == OpCode::kKe || o.code == OpCode::kQs);
+}
+
 bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
   return l == Layout::kDense || packs_bf16(g.ops[op]);
 }
@@ -125,6 +129,7 @@ bool Bf16CostModel::allowed(const Graph& g, int op, Layout l) const {
 double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   const OpNode& o = g.ops[op];
   if (!allowed(g, op, l)) return kInf;
+  if (scales_results(o)) return 0;
   if (!packs_bf16(o)) return fp32_.op_cost(g, op, l);
   // The unit executes whole tiles: M, N and the reduction padded to its tile.
   const auto pad = [](int64_t x, int64_t tile) { return static_cast<double>((x + tile - 1) / tile * tile); };

@@ -114,6 +114,11 @@ class Bf16CostModel : public CostModel {
   // needs GDN's q and k as bf16 rows, the inputs this model assumes (reads_bf16_rows).
   bool fused_products() const;
   bool reads_fused_packing(const OpNode& o, Layout l) const;
+  // Whether vector step o makes nothing in bf16 mode: GDN's decays (and its bf16 q and k rows' l2norm and
+  // scale factors) go on K S's and Q S's results in the products' registers (kernel_set.h RowScale), not on
+  // operands that would then be rounded, so Ke and Qs cost no pass (exec/strategy_hanpu.cpp
+  // decays_on_results; fp32 inputs would take a pass over the results instead).
+  bool scales_results(const OpNode& o) const;
   int64_t row_block() const { return row_block_; }
 
  private:
