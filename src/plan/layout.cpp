@@ -1,7 +1,6 @@
 #include "plan/layout.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "plan/lifetime.h"
@@ -69,8 +68,7 @@ double DeviceCostModel::op_cost(const Graph& g, int op, Layout l) const {
   if (!allowed(g, op, l)) return kInf;
   if (o.engine == Engine::kMatrix) {
     // Tiles are whole: every GEMM dimension is padded to the device's block.
-    const double b = static_cast<double>(d_.block_rows);
-    auto pad = [&](int64_t x) { return std::ceil(static_cast<double>(x) / b) * b; };
+    auto pad = [&](int64_t x) { return static_cast<double>(padded(x, d_.block_rows)); };
     if (o.kind == OpKind::kSolve && d_.solve_macs_per_cycle > 0) return o.macs() / d_.solve_macs_per_cycle;
     double macs = o.kind == OpKind::kGemm ? pad(o.m) * pad(o.n) * pad(o.k) : o.macs();
     const bool transposed = o.trans_a || o.trans_b;  // only a transposed operand is read differently dense

@@ -49,11 +49,15 @@ class CostModel {
   virtual Layout result_layout(const Graph& /*g*/, int /*op*/, Layout l) const { return l; }
 };
 
+// x rounded up to whole blocks (a unit that works in tiles executes the padding too).
+inline int64_t padded(int64_t x, int64_t block) { return (x + block - 1) / block * block; }
+
 // The analytic model of a device description: GEMM cycles = padded MACs / MACs per cycle (x the dense
 // penalty for a GEMM with a transposed operand run dense, where dense is allowed), the solve's at the solve
 // rate where the device gives one; vector cycles = bytes touched / vector bytes per cycle (x the blocked
-// penalty for row-wise operations), plus the chunk rows' load and store where the device gives their rates;
-// transform cycles = fixed + 2 x padded bytes / transform rate.
+// penalty for row-wise operations), plus the chunk rows' load and store where the device gives their rates,
+// and none for the state update's decay where the device's GEMM scales C's rows on their way in
+// (Device::matrix_scales_accumulator); transform cycles = fixed + 2 x padded bytes / transform rate.
 class DeviceCostModel : public CostModel {
  public:
   explicit DeviceCostModel(const Device& d) : d_(d) {}
@@ -62,7 +66,6 @@ class DeviceCostModel : public CostModel {
   double transform_cost(const Graph& g, int tensor, Layout from, Layout to) const override;
 
  private:
-  int64_t padded(int64_t x, int64_t block) const { return (x + block - 1) / block * block; }
   // The host's chunk rows (Device::rows_*): the input rows' load with the gate cumsum, the output rows' store
   // with O; the same in every layout, so they move estimates, never the plan.
   double rows_cost(const Graph& g, const OpNode& o) const;

@@ -1,6 +1,5 @@
 #include "plan/packing.h"
 
-#include <cmath>
 #include <limits>
 
 namespace hanpu::plan {
@@ -82,7 +81,6 @@ Bf16CostModel::Bf16CostModel(const Device& d, Kind kind, int64_t row_block)
       pack_bytes_per_cycle_(d.has_bf16_matrix ? d.bf16_pack_bytes_per_cycle : d.transform_bytes_per_cycle / 2),
       pack_fixed_cycles_(d.has_bf16_matrix ? d.bf16_pack_fixed_cycles : d.transform_fixed_cycles),
       dense_penalty_(d.has_bf16_matrix ? d.bf16_dense_penalty : d.matrix_dense_penalty),
-      tile_rows_(d.bf16_tile_rows), tile_cols_(d.bf16_tile_cols), tile_k_(d.bf16_tile_k),
       bf16_over_fp32_(d.has_bf16_matrix ? d.bf16_macs_per_cycle / d.matrix_macs_per_cycle : 1.0) {}
 
 bool Bf16CostModel::row_blocked(const OpNode& o) const {
@@ -132,8 +130,8 @@ double Bf16CostModel::op_cost(const Graph& g, int op, Layout l) const {
   if (scales_results(o)) return 0;
   if (!packs_bf16(o)) return fp32_.op_cost(g, op, l);
   // The unit executes whole tiles: M, N and the reduction padded to its tile.
-  const auto pad = [](int64_t x, int64_t tile) { return static_cast<double>((x + tile - 1) / tile * tile); };
-  double macs = pad(o.m, tile_rows_) * pad(o.n, tile_cols_) * pad(o.k, tile_k_);
+  double macs = static_cast<double>(padded(o.m, d_.bf16_tile_rows) * padded(o.n, d_.bf16_tile_cols)) *
+                static_cast<double>(padded(o.k, d_.bf16_tile_k));
   if (row_blocked(o)) macs *= triangle_share(g.C, row_block_);
   // Each product converts an fp32 left operand on the way in, either layout; a split left operand's low term
   // is made first (one vector pass).

@@ -128,7 +128,6 @@ class Bf16CostModel : public CostModel {
   int64_t row_block_;
   // The bf16 unit's figures, or without a bf16_matrix section the fp32 unit's and the layout transform's.
   double macs_per_cycle_, pack_bytes_per_cycle_, pack_fixed_cycles_, dense_penalty_;
-  int64_t tile_rows_, tile_cols_, tile_k_;  // the unit's operand tile (Device::bf16_tile_*)
   double bf16_over_fp32_;  // the bf16 unit's MAC rate over the fp32 unit's (bf16_terms)
 };
 
