@@ -200,10 +200,10 @@ struct KernelSet {
   bool bf16_matrix_engine = false;
   // An upper bound of the bf16 unit's MAC rate over the fp32 FMA's, from its instructions (not measured, so
   // the engine's numerics do not move with a machine's phases): 2 for VDPBF16PS (two products a lane per
-  // instruction where an FMA does one: the AMD EPYC's 229 vs 115 GFLOP/s a core; cores with two FMA ports
-  // and one for VDPBF16PS are nearer 1), 1 for the portable sets (the fp32 GEMM on rounded copies). The
-  // engine runs a bf16 plan's two-term split products in fp32 where this is no more than their products
-  // (plan/packing.h bf16_terms).
+  // instruction where an FMA does one: the AMD EPYC's 229 vs 115 GFLOP/s a core; Intel's cores issue it at
+  // half the FMA's rate, see append_avx512bf16_kernel_sets), 1 for the portable sets (the fp32 GEMM on rounded
+  // copies). The engine runs a bf16 plan's two-term split products in fp32 where this is no more than their
+  // products (plan/packing.h bf16_terms).
   double bf16_rate_over_fp32 = 1;
   // The bf16 unit's operand tile: a product executes whole tiles, its M padded to tile_rows, N to tile_cols
   // and the reduction to tile_k (AMX: 16 x 32 A tiles times 32 x 16 B tiles into 16 x 16 fp32 C tiles;
@@ -266,7 +266,14 @@ const KernelSet& active_kernels();
 
 // Providers (one per instruction-set family) append the sets they compiled and the CPU supports.
 void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.cc
-// With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others.
+// With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others on AMD's
+// CPUs, else right behind AVX3. AMD's cores run VDPBF16PS at twice the FMA's MAC rate (the AMD EPYC of the
+// README: 229 against 115 GFLOP/s a core), so the bf16 mode beats exact there. Intel's cores without usable
+// AMX tiles (Cooper Lake; Sapphire Rapids and later where the OS or hypervisor refuses the tile state) issue
+// it at half the FMA's rate (the Intel Xeon with AMX, its tiles put aside with HANPU_KERNELS=AVX3+BF16:
+// 122.9 against 246.3 GFLOP/s a core), where AVX3's bf16 mode, fp32 FMA on rounded operands with the same
+// errors, runs a GDN T = 4096 prefill (2 threads) in 35.3-42.0 ms against 47.7-51.0 ms: there `auto` on
+// bf16 inputs must not get the slower unit.
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
 // With AMX tiles usable by this process (kernels/amx_support.h): the AVX512-BF16 set with its bf16 GEMMs on
 // TDPBF16PS, ahead of all.
