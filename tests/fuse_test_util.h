@@ -9,7 +9,8 @@
 
 namespace hanpu::fuse {
 
-// The shipped host description (load_device("host") would read a calibration this machine may hold).
+// The shipped host description (the planner's host, plan::load_host_device, would read a calibration this
+// machine may hold).
 inline plan::Device host_device() {
   plan::Device host;
   EXPECT_TRUE(plan::load_device(plan::devices_dir() + "/host.json", &host).ok());

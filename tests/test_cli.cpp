@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -756,6 +757,8 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_GT(d.rows_load_bytes_per_cycle, 0);
   EXPECT_GT(d.rows_store_bytes_per_cycle, 0);
   EXPECT_NE(log.find("triangular inverse"), std::string::npos) << log;
+  EXPECT_EQ(d.calibration_format, plan::kCalibrationFormat);  // what it measured, for load_host_device
+  EXPECT_EQ(d.calibration_kernel_set, active_kernels().name);
   ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;
@@ -770,6 +773,32 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   };
   EXPECT_EQ(bench_host(), "calibrated");
   EXPECT_EQ(log.find("hanpu calibrate` measures"), std::string::npos) << log;
+  EXPECT_EQ(log.find("note: the calibrated host description"), std::string::npos) << log;
+  // The same calibration said to measure another kernel set: set aside for the shipped default, and said.
+  std::string text;
+  {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  const std::string set_field = "\"kernel_set\": \"" + active_kernels().name + "\"";
+  ASSERT_NE(text.find(set_field), std::string::npos) << text;
+  const std::string other = temp("host-other-set.json");
+  std::ofstream(other) << text.replace(text.find(set_field), set_field.size(), "\"kernel_set\": \"elsewhere\"");
+  ::setenv("HANPU_HOST_DEVICE", other.c_str(), 1);
+  ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
+  EXPECT_NE(log.find("note: the calibrated host description " + other + " measured the kernel set elsewhere"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("devices/host.json"), std::string::npos) << log;
+  EXPECT_EQ(bench_host(), "shipped default");
+  EXPECT_NE(log.find("note: the calibrated host description " + other), std::string::npos) << log;
+  {
+    std::ifstream jf(bench_json);
+    EXPECT_NE(nlohmann::json::parse(jf)["host_description_note"].get<std::string>().find("re-run"),
+              std::string::npos);
+  }
   ::setenv("HANPU_HOST_DEVICE", temp("no-such-file.json").c_str(), 1);  // absent: the shipped default
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("devices/host.json"), std::string::npos) << log;

@@ -17,8 +17,8 @@
 namespace hanpu::plan {
 namespace {
 
-// The shipped description, by its file: load_device("host") would read this machine's calibration
-// (hanpu calibrate) where one exists, and the tests must not depend on whether one was run.
+// The shipped description, by its file (the planner's host, load_host_device, would read this machine's
+// calibration where `hanpu calibrate` wrote one, and the tests must not depend on whether one was run).
 Device shipped(const std::string& name) {
   Device d;
   const Status st = load_device(devices_dir() + "/" + name + ".json", &d);
@@ -304,6 +304,65 @@ TEST(PlanLayout, TheUpdatesDecayRidesOnTheHostsGemm) {
     } else {
       EXPECT_GT(cost, 0.0);
     }
+  }
+}
+
+// The planner's "host" is a calibration only where it measured the process's kernel set in the current
+// format: an absent file is the shipped default, a stale one (older hanpu, other format, other kernel set)
+// is set aside for it with a note naming the file and why, a matching one is read, a broken one is an error.
+TEST(PlanDevice, TheHostIsACalibrationOnlyOfThisKernelSetAndFormat) {
+  const char* was = std::getenv("HANPU_HOST_DEVICE");
+  const std::optional<std::string> saved = was != nullptr ? std::optional<std::string>(was) : std::nullopt;
+  std::ifstream shipped_file(devices_dir() + "/host.json");
+  std::stringstream ss;
+  ss << shipped_file.rdbuf();
+  const std::string host_text = ss.str();
+  ASSERT_EQ(host_text.front(), '{');
+  const std::string path = ::testing::TempDir() + "hanpu-host-calibration.json";
+  const auto write = [&](const std::string& calibration) {
+    std::ofstream(path) << "{" << calibration << (calibration.empty() ? "" : ",") << host_text.substr(1);
+  };
+  ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
+  Device d;
+  std::string note = "left over";
+  std::remove(path.c_str());
+  ASSERT_TRUE(load_host_device("AVX3+AMX", &d, &note).ok());
+  EXPECT_EQ(d.origin, devices_dir() + "/host.json");
+  EXPECT_EQ(note, "");
+  const std::string current = "\"calibration\": {\"format\": " + std::to_string(kCalibrationFormat);
+  write(current + ", \"kernel_set\": \"AVX3+AMX\"}");
+  ASSERT_TRUE(load_host_device("AVX3+AMX", &d, &note).ok());
+  EXPECT_EQ(d.origin, path);
+  EXPECT_EQ(d.calibration_format, kCalibrationFormat);
+  EXPECT_EQ(d.calibration_kernel_set, "AVX3+AMX");
+  EXPECT_EQ(note, "");
+  const std::map<std::string, std::pair<std::string, std::string>> stale = {
+      {"older", {"", "written by an older `hanpu calibrate`"}},
+      {"format", {"\"calibration\": {\"format\": 1, \"kernel_set\": \"AVX3+AMX\"}", "has calibration format 1"}},
+      {"set",
+       {current + ", \"kernel_set\": \"AVX3+BF16\"}", "measured the kernel set AVX3+BF16, this process runs AVX3+AMX"}}};
+  for (const auto& [what, c] : stale) {
+    write(c.first);
+    ASSERT_TRUE(load_host_device("AVX3+AMX", &d, &note).ok()) << what;
+    EXPECT_EQ(d.origin, devices_dir() + "/host.json") << what;
+    EXPECT_NE(note.find(path), std::string::npos) << what << ": " << note;
+    EXPECT_NE(note.find(c.second), std::string::npos) << what << ": " << note;
+    EXPECT_NE(note.find("re-run `hanpu calibrate`"), std::string::npos) << what << ": " << note;
+  }
+  // A calibration object that says nothing usable is an error naming its field.
+  write("\"calibration\": {\"format\": 0, \"kernel_set\": \"AVX3\"}");
+  Status st = load_host_device("AVX3", &d, &note);
+  EXPECT_NE(st.message().find("calibration.format"), std::string::npos) << st.ToString();
+  write(current + ", \"kernel_set\": \"\"}");
+  st = load_host_device("AVX3", &d, &note);
+  EXPECT_NE(st.message().find("calibration.kernel_set"), std::string::npos) << st.ToString();
+  std::ofstream(path) << "{ not json";
+  EXPECT_FALSE(load_host_device("AVX3", &d, &note).ok());
+  std::remove(path.c_str());
+  if (saved) {
+    ::setenv("HANPU_HOST_DEVICE", saved->c_str(), 1);
+  } else {
+    ::unsetenv("HANPU_HOST_DEVICE");
   }
 }
 

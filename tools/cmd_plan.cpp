@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "exec/calibrate.h"
 #include "plan/plan.h"
 
 namespace hanpu::cli {
@@ -32,7 +33,11 @@ int run(const PlanArgs& a) {
     if (!st.ok()) return fail(st);
   } else {
     plan::Device d;
-    Status st = plan::load_device(a.device, &d);
+    // "host": this machine's calibration where it fits this process's kernels (else the shipped default,
+    // with a note saying why).
+    std::string note;
+    Status st = a.device == "host" ? plan::load_this_host(&d, &note) : plan::load_device(a.device, &d);
+    if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
     plan::PlanOptions opt = a.opt;
     opt.bf16 = a.precision == "bf16";
     plan::parse_packing(a.packing, &opt.packing);  // CLI11 checked the name

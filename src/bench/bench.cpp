@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strided.h"
+#include "exec/calibrate.h"
 #include "exec/chunk_kernels.h"
 #include "exec/thread_pool.h"
 #include "kernels/amx_support.h"
@@ -178,7 +179,7 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
 Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T, int threads, int64_t C,
                         BenchRecord* rec) {
   plan::Device host;
-  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
+  HANPU_RETURN_IF_ERROR(plan::load_this_host(&host, nullptr));
   plan::Plan pl;
   HANPU_RETURN_IF_ERROR(host_chunk_plan(cfg, host, true, packing, C, &pl));
   rec->estimate_step_us = pl.layouts.cost / (pl.clock_ghz * 1e3);
@@ -225,9 +226,11 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   out->amx_usable = amx_support().usable;
   out->amx_reason = amx_support().reason;
   progress(amx_line(*out));
-  // Calibrated when the planner's "host" is the description `hanpu calibrate` wrote (where load_device found it).
+  // Calibrated when the planner's "host" is the description `hanpu calibrate` wrote for this process's kernels.
   plan::Device host;
-  out->host_calibrated = plan::load_device("host", &host).ok() && host.origin == plan::calibrated_host_path();
+  out->host_calibrated =
+      plan::load_this_host(&host, &out->host_note).ok() && host.origin == plan::calibrated_host_path();
+  if (!out->host_note.empty()) progress("note: " + out->host_note);
   // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
   // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
   if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {
@@ -464,6 +467,7 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["matrix_unit"] = rep.matrix_unit;
   j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
   j["host_description"] = rep.host_calibrated ? "calibrated" : "shipped default";
+  j["host_description_note"] = rep.host_note;
   j["precision"] = precision_name(cfg.precision);
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();

@@ -100,6 +100,8 @@ struct BenchReport {
   // The host description the planner's estimates use: this machine's, written by `hanpu calibrate`
   // (plan::calibrated_host_path()), or the shipped default, whose costs are estimates for no particular CPU.
   bool host_calibrated = false;
+  // Why a calibration at that path was set aside for the shipped default (plan::load_host_device), or empty.
+  std::string host_note;
   std::vector<BenchRecord> records;
 };
 

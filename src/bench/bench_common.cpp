@@ -1,6 +1,7 @@
 #include "bench/bench_common.h"
 
 #include "core/strided.h"
+#include "exec/calibrate.h"
 #include "exec/chunk_kernels.h"
 
 namespace hanpu {
@@ -52,7 +53,7 @@ Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf
 
 Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, BenchRecord* rec) {
   plan::Device host;
-  HANPU_RETURN_IF_ERROR(plan::load_device("host", &host));
+  HANPU_RETURN_IF_ERROR(plan::load_this_host(&host, nullptr));
   plan::Plan pl;
   if (cfg.plan) {
     if (cfg.plan->device != host.name) return Status::Ok();  // planned for another device's costs

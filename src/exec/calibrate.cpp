@@ -229,11 +229,16 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   j["bf16_matrix"]["pack_fixed_cycles"] = measured(pfixed, unit + "packing a K x V fp32 operand (intercept)");
   j["bf16_matrix"]["dense_penalty"] = measured(
       bf16_penalty, unit + "update GEMM, V' packed, with its key rows transposed in place / on rows of their transpose");
+  j["calibration"] = {{"format", kCalibrationFormat}, {"kernel_set", ks.name}};
   Device check;
   const std::string text = j.dump(2) + "\n";
   HANPU_RETURN_IF_ERROR(parse_device(text, "calibrated host", &check));
   *json_text = text;
   return Status::Ok();
+}
+
+Status load_this_host(Device* out, std::string* note) {
+  return load_host_device(active_kernels().name, out, note);
 }
 
 }  // namespace hanpu::plan

@@ -32,8 +32,13 @@ struct CalibrateOptions {
 };
 
 // The description as JSON text (schema hanpu-device/1), from the shipped devices/host.json with the
-// measured fields replaced; `progress` gets one line per measurement.
+// measured fields replaced and a "calibration" object (kCalibrationFormat, the active kernel set's name);
+// `progress` gets one line per measurement.
 Status calibrate_host(const CalibrateOptions& opt, const std::function<void(const std::string&)>& progress,
                       std::string* json_text);
+
+// The planner's "host" for this process: load_host_device for the active kernel set (the engine plans its
+// calls on it; bench and plan print `note`).
+Status load_this_host(Device* out, std::string* note);
 
 }  // namespace hanpu::plan

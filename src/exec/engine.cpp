@@ -3,6 +3,7 @@
 #include <list>
 #include <mutex>
 
+#include "exec/calibrate.h"
 #include "exec/strategies.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
@@ -21,7 +22,7 @@ const plan::StrategyInfo& registry_entry(Strategy s) {
 // The host's device description (the planner's cost model of this CPU), loaded once.
 Status host_device(const plan::Device** out) {
   static plan::Device d;
-  static const Status st = plan::load_device("host", &d);
+  static const Status st = plan::load_this_host(&d, nullptr);
   *out = &d;
   return st;
 }

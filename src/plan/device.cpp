@@ -247,6 +247,11 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     d.rows_store_bytes_per_cycle = cx.sourced_number("store_bytes_per_cycle");
   }
   if (r.ok() && j.contains("sim")) read_sim(r, d);
+  if (r.ok() && j.contains("calibration")) {
+    const JsonReader cx = r.child("calibration");
+    d.calibration_format = static_cast<int>(cx.integer("format", 1, 1 << 20));
+    d.calibration_kernel_set = cx.str("kernel_set", true);
+  }
   if (!r.ok()) return InvalidArgument(origin + ": " + r.status().message());
   *out = std::move(d);
   return Status::Ok();
@@ -256,8 +261,6 @@ Status load_device(const std::string& name_or_path, Device* out) {
   std::string path = name_or_path;
   const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   if (!is_path) path = devices_dir() + "/" + name_or_path + ".json";
-  // "host": this machine's calibrated description when `hanpu calibrate` has written one.
-  if (name_or_path == "host" && std::filesystem::exists(calibrated_host_path())) path = calibrated_host_path();
   std::string text;
   const bool found = path != devices_dir() + "/" + name_or_path + ".json" ? read_text(path, &text).ok()
                                                                           : shipped_text(name_or_path, &text).ok();
@@ -268,6 +271,33 @@ Status load_device(const std::string& name_or_path, Device* out) {
     return InvalidArgument("unknown device '" + name_or_path + "' (shipped: " + names + "; or give a path to a JSON file)");
   }
   return parse_device(text, path, out);
+}
+
+Status load_host_device(const std::string& kernel_set, Device* out, std::string* note) {
+  if (note) note->clear();
+  const std::string path = calibrated_host_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return load_device("host", out);
+  Device d;
+  HANPU_RETURN_IF_ERROR(load_device(path, &d));
+  std::string why;
+  if (d.calibration_format == 0) {
+    why = "was written by an older `hanpu calibrate` (no calibration format)";
+  } else if (d.calibration_format != kCalibrationFormat) {
+    why = "has calibration format " + std::to_string(d.calibration_format) + ", this hanpu reads format " +
+          std::to_string(kCalibrationFormat);
+  } else if (d.calibration_kernel_set != kernel_set) {
+    why = "measured the kernel set " + d.calibration_kernel_set + ", this process runs " + kernel_set;
+  }
+  if (why.empty()) {
+    *out = std::move(d);
+    return Status::Ok();
+  }
+  if (note) {
+    *note = "the calibrated host description " + path + " " + why +
+            ": the planner uses the shipped default; re-run `hanpu calibrate`";
+  }
+  return load_device("host", out);
 }
 
 }  // namespace hanpu::plan

@@ -46,8 +46,18 @@ struct SimParams {
   double static_w = 0;
 };
 
+// The format of the descriptions `hanpu calibrate` writes (their "calibration" object), raised whenever what
+// it measures or what the cost model reads from it changes meaning, so that one an older hanpu wrote is set
+// aside instead of read with the new meaning (2: the bf16 rate measured on bf16 rows and the unit's tile, the
+// first format written; a calibration without the object predates it).
+inline constexpr int kCalibrationFormat = 2;
+
 struct Device {
   std::string name, description, origin;  // origin: the file it came from
+  // The optional "calibration" object {"format": n, "kernel_set": "name"} of a description `hanpu calibrate`
+  // wrote: its format and the kernel set whose kernels it measured (0 and "": none).
+  int calibration_format = 0;
+  std::string calibration_kernel_set;
   double clock_ghz = 1;
   int cores = 1;
   int operand_bytes = 4;  // bytes per element of chunk operands (the state is always fp32)
@@ -118,12 +128,17 @@ const std::vector<std::pair<std::string, std::string>>& embedded_devices();
 std::string devices_dir();
 // Names of the shipped devices (the *.json files in devices_dir()), sorted.
 std::vector<std::string> shipped_devices();
-// `name_or_path`: a shipped device name (e.g. "ascend-310p") or a path to a JSON file. "host" is the
-// calibrated description of this machine when one exists (exec/calibrate.h), else the shipped default.
+// `name_or_path`: a shipped device name (e.g. "ascend-310p", "host": the shipped default) or a path to a JSON
+// file.
 Status load_device(const std::string& name_or_path, Device* out);
+// The planner's "host" for a process whose engine runs the kernel set `kernel_set`: the description `hanpu
+// calibrate` wrote at calibrated_host_path() (exec/calibrate.h) where there is one and it measured that set
+// in the current format, else the shipped default; `note` (may be null) says why a calibration there was set
+// aside, and is empty where none was. A calibration that does not parse is an error.
+Status load_host_device(const std::string& kernel_set, Device* out, std::string* note);
 // Parses a device description from JSON text; `origin` prefixes error messages.
 Status parse_device(const std::string& text, const std::string& origin, Device* out);
-// Where `hanpu calibrate` writes by default and where load_device("host") looks first:
+// Where `hanpu calibrate` writes by default and where load_host_device looks first:
 // $HANPU_HOST_DEVICE, else $XDG_CACHE_HOME/hanpu/host.json, else ~/.cache/hanpu/host.json (an empty
 // variable counts as unset).
 std::string calibrated_host_path();
