@@ -272,8 +272,8 @@ void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.c
 // AMX tiles (Cooper Lake; Sapphire Rapids and later where the OS or hypervisor refuses the tile state) issue
 // it at half the FMA's rate (the Intel Xeon with AMX, its tiles put aside with HANPU_KERNELS=AVX3+BF16:
 // 122.9 against 246.3 GFLOP/s a core), where AVX3's bf16 mode, fp32 FMA on rounded operands with the same
-// errors, runs a GDN T = 4096 prefill (2 threads) in 35.3-42.0 ms against 47.7-51.0 ms: there `auto` on
-// bf16 inputs must not get the slower unit.
+// errors, runs a GDN T = 4096 prefill (2 threads, medians) in 34.8-35.6 ms against 46.4-46.9 ms: there
+// `auto` on bf16 inputs must not get the slower unit.
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
 // With AMX tiles usable by this process (kernels/amx_support.h): the AVX512-BF16 set with its bf16 GEMMs on
 // TDPBF16PS, ahead of all.
