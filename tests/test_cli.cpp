@@ -28,9 +28,11 @@ std::string temp(const std::string& name) {
   return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
 }
 
-int run_cli(const std::string& args, std::string* output = nullptr) {
+// Runs the CLI in its own process (with HANPU_KERNELS=kernels when given), its output into *output.
+int run_cli(const std::string& args, std::string* output = nullptr, const std::string& kernels = "") {
   const std::string log = temp("cli_output.txt");
-  const std::string cmd = std::string(HANPU_CLI_PATH) + " " + args + " > " + log + " 2>&1";
+  const std::string env = kernels.empty() ? "" : "HANPU_KERNELS='" + kernels + "' ";
+  const std::string cmd = env + std::string(HANPU_CLI_PATH) + " " + args + " > " + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
   if (output) {
     std::ifstream f(log);
@@ -731,6 +733,27 @@ TEST(Cli, FuseRunsTheFourGroups) {
   std::ofstream(stream) << "0 gemm:256x256x256 soon\n";
   EXPECT_EQ(run_cli("fuse --device hexagon-v75 --stream " + stream, &log), 2);
   EXPECT_NE(log.find("stream line 1"), std::string::npos) << log;
+}
+
+// Where the active set has no bf16 unit, bench's header says why: the CPU has no dot product, or the
+// registry ranked its AVX512-BF16 set behind (Intel's cores without usable AMX), or HANPU_KERNELS chose so.
+TEST(Cli, BenchSaysWhyTheBf16ModeRunsOnTheFma) {
+  const std::vector<KernelSet>& sets = kernel_sets();
+  const auto dot = std::find_if(sets.begin(), sets.end(), [](const KernelSet& k) { return k.name == "AVX3+BF16"; });
+  int checked = 0;
+  for (auto it = sets.begin(); it != sets.end(); ++it) {
+    if (it->bf16_peak || it->name == "reference") continue;
+    std::string log;
+    ASSERT_EQ(run_cli("bench --kind gdn --tokens 64 --threads 1 --reps 1 --strategies hanpu", &log, it->name), 0)
+        << log;
+    const std::string want = dot == sets.end() ? "no bf16 dot product on this CPU"
+                             : dot > it        ? "is ranked behind this one; HANPU_KERNELS=AVX3+BF16 selects it"
+                                               : "HANPU_KERNELS chose this set over the AVX512-BF16 one";
+    EXPECT_NE(log.find("bf16 GEMM unit: fp32 FMA on rounded operands"), std::string::npos) << it->name << log;
+    EXPECT_NE(log.find(want), std::string::npos) << it->name << ": " << log;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "every kernel set of this build and CPU has a bf16 unit";
 }
 
 TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
