@@ -340,7 +340,8 @@ TEST(PlanDevice, TheHostIsACalibrationOnlyOfThisKernelSetAndFormat) {
       {"older", {"", "written by an older `hanpu calibrate`"}},
       {"format", {"\"calibration\": {\"format\": 1, \"kernel_set\": \"AVX3+AMX\"}", "has calibration format 1"}},
       {"set",
-       {current + ", \"kernel_set\": \"AVX3+BF16\"}", "measured the kernel set AVX3+BF16, this process runs AVX3+AMX"}}};
+       {current + ", \"kernel_set\": \"AVX3+BF16\"}",
+        "measured the kernel set AVX3+BF16, this process runs AVX3+AMX"}}};
   for (const auto& [what, c] : stale) {
     write(c.first);
     ASSERT_TRUE(load_host_device("AVX3+AMX", &d, &note).ok()) << what;

@@ -226,13 +226,15 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   const bool dot_behind = dot != sets.end() && dot > std::find_if(sets.begin(), sets.end(), [&](const KernelSet& k) {
                             return k.name == ks.name;
                           });
-  const char* why = ks.bf16_peak          ? ""
-                    : dot == sets.end()   ? " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)"
-                    : dot_behind          ? " (the bf16 mode rounds operands for the fp32 FMA: this CPU's AVX512-BF16 set, "
-                                            "slower on Intel's cores, is ranked behind this one; HANPU_KERNELS=AVX3+BF16 "
-                                            "selects it)"
-                                          : " (the bf16 mode rounds operands for the fp32 FMA: HANPU_KERNELS chose this "
-                                            "set over the AVX512-BF16 one)";
+  const char* why = "";
+  if (!ks.bf16_peak && dot == sets.end()) {
+    why = " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)";
+  } else if (!ks.bf16_peak && dot_behind) {
+    why = " (the bf16 mode rounds operands for the fp32 FMA: this CPU's AVX512-BF16 set, slower on Intel's "
+          "cores, is ranked behind this one; HANPU_KERNELS=AVX3+BF16 selects it)";
+  } else if (!ks.bf16_peak) {
+    why = " (the bf16 mode rounds operands for the fp32 FMA: HANPU_KERNELS chose this set over the AVX512-BF16 one)";
+  }
   std::snprintf(line, sizeof line, "bf16 GEMM unit: %s, peak %.1f GFLOP/s%s", ks.bf16_unit.c_str(),
                 out->matrix_peak_gflops, why);
   progress(line);
