@@ -219,24 +219,22 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   const KernelSet& ks = active_kernels();
   out->matrix_unit = ks.bf16_peak ? ks.bf16_unit : "fp32 FMA";
   out->matrix_peak_gflops = ks.bf16_peak ? measure_fma_peak(threads, true) : out->fma_peak_gflops;
-  // Without a bf16 unit in the active set: the CPU has none, or the registry ranked the CPU's AVX512-BF16 set
-  // behind this one (an Intel CPU without usable AMX, kernels/kernel_set.h), or HANPU_KERNELS chose this one.
+  // Without a bf16 unit in the active set: the CPU has none, or the registry ranked the best set with one
+  // behind this one (AVX3+BF16 on an Intel CPU without usable AMX, kernels/kernel_set.h), or HANPU_KERNELS
+  // chose this set over it. (active_kernels() is an entry of kernel_sets(): positions compare.)
   const std::vector<KernelSet>& sets = kernel_sets();
-  const auto dot = std::find_if(sets.begin(), sets.end(), [](const KernelSet& k) { return k.name == "AVX3+BF16"; });
-  const bool dot_behind = dot != sets.end() && dot > std::find_if(sets.begin(), sets.end(), [&](const KernelSet& k) {
-                            return k.name == ks.name;
-                          });
-  const char* why = "";
-  if (!ks.bf16_peak && dot == sets.end()) {
+  const auto unit = std::find_if(sets.begin(), sets.end(), [](const KernelSet& k) { return k.bf16_peak != nullptr; });
+  std::string why;
+  if (!ks.bf16_peak && unit == sets.end()) {
     why = " (no bf16 dot product on this CPU: the bf16 mode rounds operands for fp32 FMA)";
-  } else if (!ks.bf16_peak && dot_behind) {
-    why = " (the bf16 mode rounds operands for the fp32 FMA: this CPU's AVX512-BF16 set, slower on Intel's "
-          "cores, is ranked behind this one; HANPU_KERNELS=AVX3+BF16 selects it)";
+  } else if (!ks.bf16_peak && &*unit > &ks) {
+    why = " (the bf16 mode rounds operands for the fp32 FMA: this CPU's " + unit->name +
+          " set, slower here, is ranked behind this one; HANPU_KERNELS=" + unit->name + " selects it)";
   } else if (!ks.bf16_peak) {
-    why = " (the bf16 mode rounds operands for the fp32 FMA: HANPU_KERNELS chose this set over the AVX512-BF16 one)";
+    why = " (the bf16 mode rounds operands for the fp32 FMA: HANPU_KERNELS chose this set over " + unit->name + ")";
   }
   std::snprintf(line, sizeof line, "bf16 GEMM unit: %s, peak %.1f GFLOP/s%s", ks.bf16_unit.c_str(),
-                out->matrix_peak_gflops, why);
+                out->matrix_peak_gflops, why.c_str());
   progress(line);
   out->amx_usable = amx_support().usable;
   out->amx_reason = amx_support().reason;
