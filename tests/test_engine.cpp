@@ -428,7 +428,7 @@ namespace {
 
 // The engine's SIMD decode against recurrent_decode_slots: both state layouts, an in-place pool and a
 // pool with a non-unit last stride (copy path), padding, several tokens per sequence, 1-3 threads.
-// decay_factors: every factor within a few ulp of exp of the exact difference (KDA's rows between anchors are
+// decay_factors (GDN) and kda_gate_factors: every factor within a few ulp of exp of the exact difference (KDA's rows between anchors are
 // running products of the step factors, n / 2 ulp after n of them), 0 where a -1000 gate lies between, at
 // chunk lengths around the anchor spacing, KDA's K = 1 included; GDN's each an exp, bit for bit exp_diff's.
 TEST(Engine, DecayFactorsMatchTheirExponentials) {
@@ -442,7 +442,11 @@ TEST(Engine, DecayFactorsMatchTheirExponentials) {
       std::vector<double> G(L * w);
       gate_cumsum(L, w, g.data(), G.data());
       std::vector<float> ga(L * w, 7.0f), eg(L * w), eg_last(L * w), g_last(w);
-      decay_factors(L, w, g.data(), G.data(), kda ? ga.data() : nullptr, eg.data(), eg_last.data(), g_last.data());
+      if (kda) {
+        simd::kda_gate_factors(L, w, g.data(), ga.data(), eg.data(), eg_last.data(), g_last.data());
+      } else {
+        decay_factors(L, G.data(), eg.data(), eg_last.data(), g_last.data());
+      }
       const double* gl = G.data() + (L - 1) * w;
       // Within the rounding of the exp's float argument (|x| 2^-24 relative) and a few ulp.
       const auto near = [&](float got, double x, const char* what, int64_t i, int64_t d) {

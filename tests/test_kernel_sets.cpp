@@ -935,6 +935,40 @@ void check_decayed_dots2(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// KDA's gate factors: every set's entry bit for bit its own entries composed (kda_gate_factors_by_parts), at
+// chunk lengths around the anchor spacing and channel counts around the vector width, with -1000 gates
+// (factors that underflow to 0), zero gates of both signs, and padding after each output left alone.
+void check_kda_gate_factors(const KernelSet& ks, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> gate(-3.0f, 0.0f);
+  std::uniform_int_distribution<int> pick(0, 40);
+  for (int64_t w : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{133}}) {
+    for (int64_t L : {int64_t{1}, int64_t{2}, kDecayAnchorRows, kDecayAnchorRows + 1, int64_t{33}, int64_t{64}}) {
+      std::vector<float> g(L * w);
+      for (float& x : g) {
+        const int k = pick(rng);
+        x = k == 0 ? -1000.0f : k == 1 ? -0.0f : k == 2 ? 0.0f : gate(rng);
+      }
+      // [ga | eg | eg_last] rows, then g_last, each with one padding value after it
+      const int64_t n = L * w + 1;
+      std::vector<float> got(3 * n + w + 1, 7.0f), want = got;
+      const auto run = [&](bool fused, std::vector<float>& out) {
+        float* o = out.data();
+        (fused ? ks.kda_gate_factors : kda_gate_factors_by_parts)(ks, L, w, g.data(), o, o + n, o + 2 * n, o + 3 * n);
+      };
+      run(true, got);
+      run(false, want);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &want[i], sizeof a);
+        std::memcpy(&b, &got[i], sizeof b);
+        ASSERT_EQ(b, a) << ks.name << " w " << w << " L " << L << " at " << i << ": " << got[i] << " vs " << want[i];
+      }
+      for (int64_t part = 0; part < 3; ++part) ASSERT_EQ(got[part * n + n - 1], 7.0f) << ks.name << " padding";
+      ASSERT_EQ(got.back(), 7.0f) << ks.name << " padding after g_last";
+    }
+  }
+}
+
 // Running products of rows: every set's bits are the reference set's (one multiply an element, in row
 // order), down and up the rows (negative strides), at vector tails, nothing else written.
 void check_chain_products(const KernelSet& ks, std::mt19937_64& rng) {
@@ -1184,6 +1218,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
     check_round_bf16_rows(ks, rng);
     check_tril_diagonal_blocks(ks, rng);
     check_gate_cumsum(ks, rng);
+    check_kda_gate_factors(ks, rng);
     check_sum_squares_rows(ks, rng);
     check_vector_kernels(ks, rng);
     check_decayed_dots2(ks, rng);

@@ -14,7 +14,7 @@
 namespace hanpu {
 
 ChunkInputs::ChunkInputs(int64_t C_, int64_t K_, int64_t Vmax, int64_t w_)
-    : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(C_ * w_),
+    : C(C_), K(K_), w(w_), q(C_ * K_), k(C_ * K_), v(C_ * Vmax), beta(C_), graw(C_ * w_), G(w_ == 1 ? C_ : 0),
       ga(C_ * w_), eg(C_ * w_), eg_last(C_ * w_), g_last(w_), run(C_), fq(C_), fk(C_), bk(C_), eq(C_), ek(C_),
       qb(C_ * K_), kb(C_ * K_) {}
 
@@ -138,31 +138,15 @@ void ChunkInputs::prefetch(const Problem& p, const Sequence& s, int64_t hv, cons
   }
 }
 
-void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
-                   float* g_last) {
-  const double* gl = G + (L - 1) * w;
-  if (!ga) {  // GDN: one gate a row (w = 1), 2 L + 1 exps in all, each its own exp
-    // The L rows as one row of L columns, so that the exps run on full vectors (the same bits: exp works
-    // lane by lane), G_last repeated for exp(G_last - G_i).
-    thread_local AlignedVector<double> last;
-    last.assign(static_cast<std::size_t>(L), *gl);
-    simd::exp_diff(1, L, G, 0, nullptr, 0, eg);
-    simd::exp_diff(1, L, last.data(), 0, G, 0, eg_last);
-    simd::exp_diff(1, 1, gl, 0, nullptr, 0, g_last);
-    return;
-  }
-  simd::exp_f32(L * w, g, ga);
-  // Each anchor, then the rows after it up to the next as running products: eg_i = eg_{i-1} o ga_i down the
-  // rows, eg_last_i = eg_last_{i+1} o ga_{i+1} up them.
-  for (int64_t a = 0; a < L; a += kDecayAnchorRows) {
-    simd::exp_diff(1, w, G + a * w, 0, nullptr, 0, eg + a * w);  // exp(G_a), an anchor
-    simd::chain_products(std::min(kDecayAnchorRows, L - a), w, eg + a * w, w, ga + a * w, w);
-  }
-  for (int64_t a = L - 1; a >= 0; a -= kDecayAnchorRows) {
-    simd::exp_diff(1, w, gl, 0, G + a * w, 0, eg_last + a * w);  // exp(G_last - G_a), an anchor
-    simd::chain_products(std::min(kDecayAnchorRows, a + 1), w, eg_last + a * w, -w, ga + (a + 1) * w, -w);
-  }
-  simd::exp_diff(1, w, gl, 0, nullptr, 0, g_last);
+void decay_factors(int64_t L, const double* G, float* eg, float* eg_last, float* g_last) {
+  // The L rows as one row of L columns, so that the exps run on full vectors (the same bits: exp works lane by
+  // lane), G_last repeated for exp(G_last - G_i).
+  const double* gl = G + (L - 1);
+  thread_local AlignedVector<double> last;
+  last.assign(static_cast<std::size_t>(L), *gl);
+  simd::exp_diff(1, L, G, 0, nullptr, 0, eg);
+  simd::exp_diff(1, L, last.data(), 0, G, 0, eg_last);
+  simd::exp_diff(1, 1, gl, 0, nullptr, 0, g_last);
 }
 
 void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv,
@@ -221,9 +205,12 @@ void ChunkInputs::load(const Problem& p, const RowLoader<float>& rows, const Seq
   }
   rows.gates(s.batch, c.t0, L, hv, graw.data());
   rows.betas(s.batch, c.t0, L, hv, beta.data());
-  simd::gate_cumsum(L, w, graw.data(), G.data());
-  decay_factors(L, w, graw.data(), G.data(), p.kind == Kind::kKda ? ga.data() : nullptr, eg.data(), eg_last.data(),
-                g_last.data());
+  if (p.kind == Kind::kKda) {
+    simd::kda_gate_factors(L, w, graw.data(), ga.data(), eg.data(), eg_last.data(), g_last.data());
+  } else {
+    simd::gate_cumsum(L, 1, graw.data(), G.data());
+    decay_factors(L, G.data(), eg.data(), eg_last.data(), g_last.data());
+  }
   if (raw_qk) {  // (GDN: one decay a row) the products' row factors, as scale_rows would form them
     for (int64_t i = 0; i < L; ++i) {
       bk[i] = beta[i] * fk[i];

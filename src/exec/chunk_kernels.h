@@ -78,7 +78,7 @@ struct ChunkRows {
 struct ChunkInputs {
   int64_t C, K, w;  // w: gate width (1 for GDN, K for KDA)
   AlignedVector<float> q, k, v, beta, graw;
-  AlignedVector<double> G;        // chunk-local inclusive cumsum of the gates [L, w]
+  AlignedVector<double> G;        // GDN only: chunk-local inclusive cumsum of the gates [L] (w = 1)
   AlignedVector<float> ga;        // KDA only: the step factors exp(g) = exp(G_i - G_{i-1})   [L, w]
   AlignedVector<float> eg;        // exp(G)            [L, w]
   AlignedVector<float> eg_last;   // exp(G_last - G)   [L, w]
@@ -108,12 +108,12 @@ struct ChunkInputs {
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);
 };
 
-// A chunk's decay factors from its gates g [L, w] (w = 1 for GDN, K for KDA) and their cumsums G: exp(G_i),
-// exp(G_last - G_i) and exp(G_last), each exponent a difference taken in double, then the float exp. With ga
-// (KDA; null for GDN, whose w is 1) also the step factors ga_i = exp(g_i) = exp(G_i - G_{i-1}) (the gate
-// itself: the difference of the double cumsums is g_i unless |G_{i-1}| exceeds 2^29 |g_i|), and then only
-// every kDecayAnchorRows-th row of exp(G_i) and exp(G_last - G_i) is an exp (an anchor), the rows between
-// running products of the step factors from it,
+// GDN's decay factors of a chunk from its gate cumsums G [L] (one gate a row): exp(G_i), exp(G_last - G_i) and
+// exp(G_last), each exponent a difference taken in double, then the float exp, every factor its own exp.
+// KDA's per-channel gates get theirs from kernels/simd.h kda_gate_factors: the step factors ga_i = exp(g_i)
+// (the gate itself: the difference of the double cumsums is g_i unless |G_{i-1}| exceeds 2^29 |g_i|), and only
+// every kDecayAnchorRows-th row of exp(G_i) and exp(G_last - G_i) an exp (an anchor), the rows between running
+// products of the step factors from it,
 //   eg_i = eg_{i-1} ga_i,   eg_last_i = eg_last_{i+1} ga_{i+1},
 // as the KDA intra-chunk scores make all of theirs (kernels/decay.h). Why: KDA's per-channel gates made these
 // exps (about 37 K per chunk of 64 x 128 channels with the scores') the largest single cost of its step in
@@ -123,8 +123,7 @@ struct ChunkInputs {
 // every factor an exp, 1.29e-7 with an anchor every 4 rows, 1.36e-7 every 8, 1.48e-7 every 16, 1.65e-7 with
 // none (and GDN's 1.29e-7 would be 1.98e-7 with none: there the exps cost nothing, so it keeps them all).
 // (kDecayAnchorRows: kernels/decay.h, shared with GDN's decay mask.)
-void decay_factors(int64_t L, int64_t w, const float* g, const double* G, float* ga, float* eg, float* eg_last,
-                   float* g_last);
+void decay_factors(int64_t L, const double* G, float* eg, float* eg_last, float* g_last);
 
 // Asks for the lines of o's rows [t0, t0 + L) of head hv, columns [c0, c0 + n), for writing: issued a step
 // ahead, like ChunkInputs::prefetch, so the store's reads for ownership of the head-strided rows overlap

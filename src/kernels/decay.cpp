@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/aligned.h"
 #include "kernels/gemm.h"
+#include "kernels/kernel_set.h"
 #include "kernels/pack.h"
 #include "kernels/simd.h"
 
@@ -103,6 +105,28 @@ void kda_intra_scores(int64_t L, int64_t K, const float* Q, const float* Kc, con
       for (int64_t j = i + 1; j < L; ++j) P[i * ld + j] = 0.0f;
     }
   }
+}
+
+void kda_gate_factors_by_parts(const KernelSet& self, int64_t L, int64_t w, const float* g, float* ga, float* eg,
+                               float* eg_last, float* g_last) {
+  if (L <= 0) return;
+  thread_local AlignedVector<double> G_buf;
+  G_buf.resize(static_cast<std::size_t>(L * w));
+  double* G = G_buf.data();
+  self.gate_cumsum(L, w, g, G);
+  const double* gl = G + (L - 1) * w;
+  self.exp_f32(L * w, g, ga);
+  // Each anchor, then the rows after it up to the next as running products: eg_i = eg_{i-1} o ga_i down the
+  // rows, eg_last_i = eg_last_{i+1} o ga_{i+1} up them.
+  for (int64_t a = 0; a < L; a += kDecayAnchorRows) {
+    self.exp_diff(1, w, G + a * w, 0, nullptr, 0, eg + a * w);  // exp(G_a), an anchor
+    self.chain_products(std::min(kDecayAnchorRows, L - a), w, eg + a * w, w, ga + a * w, w);
+  }
+  for (int64_t a = L - 1; a >= 0; a -= kDecayAnchorRows) {
+    self.exp_diff(1, w, gl, 0, G + a * w, 0, eg_last + a * w);  // exp(G_last - G_a), an anchor
+    self.chain_products(std::min(kDecayAnchorRows, a + 1), w, eg_last + a * w, -w, ga + (a + 1) * w, -w);
+  }
+  self.exp_diff(1, w, gl, 0, nullptr, 0, g_last);
 }
 
 double kda_intra_scores_simd(int64_t L, int64_t K, const float* Q, const float* Kc, const float* ga, const float* beta,

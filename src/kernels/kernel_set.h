@@ -88,6 +88,9 @@ void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64
                               RowScale rs);
 void scale_rows_bf16_by_parts(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
                               const float* scale, int64_t sw, uint16_t* dst, int64_t ldd);
+// KernelSet::kda_gate_factors' default (kernels/decay.cpp).
+void kda_gate_factors_by_parts(const KernelSet& self, int64_t L, int64_t w, const float* g, float* ga, float* eg,
+                               float* eg_last, float* g_last);
 
 struct KernelSet {
   std::string name;            // e.g. "AVX3", "AVX2", "reference"
@@ -254,6 +257,13 @@ struct KernelSet {
   //   it does); the AVX512-BF16 sets round with the instruction their packings use.
   void (*scale_rows_bf16)(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
                           const float* scale, int64_t sw, uint16_t* dst, int64_t ldd) = &scale_rows_bf16_by_parts;
+  // KDA's decay factors of a chunk (simd.h kda_gate_factors) from its gates g [L, w]: ga = exp_f32(g); G =
+  // gate_cumsum(g); eg: an exp_diff of G at rows 0, kDecayAnchorRows, ..., chain_products of ga below each;
+  // eg_last: exp_diff(G_last - G) at rows L - 1, L - 1 - kDecayAnchorRows, ..., chain_products of ga up from
+  // each (eg_last_i = eg_last_{i+1} ga_{i+1}); g_last = exp_diff(G_last). The default composes those entries
+  // (G stored [L, w] in double); a set may run the cumsum in registers, bit for bit the same.
+  void (*kda_gate_factors)(const KernelSet& self, int64_t L, int64_t w, const float* g, float* ga, float* eg,
+                           float* eg_last, float* g_last) = &kda_gate_factors_by_parts;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

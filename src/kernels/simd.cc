@@ -835,6 +835,98 @@ void GateCumsum(int64_t L, int64_t w, const float* g, double* G) {
   }
 }
 
+// kernels/simd.h kda_gate_factors, a column block (a float vector of channels, or one channel at a tail) at a
+// time down the chunk's rows and back up: the cumsum G runs in double registers and is never stored (the rows
+// by_parts stores as [L, w] doubles, 64 KiB at L = 64, w = 128, more than L1), every value the same operations
+// in the same order as kda_gate_factors_by_parts on this set's entries (gate_cumsum's double additions from
+// 0.0, exp_f32 / exp_diff's Exp of the demoted double, chain_products' multiplies), so the same bits; only
+// the eg_last anchors' G rows are kept, in `anchors` [ceil(L / kDecayAnchorRows), 2 nd] doubles.
+// DF: the float tag of the block; G in DD double vectors, two per float vector (its DH halves, kSplit) or one lane.
+template <bool kSplit, class DF, class DD, class DH>
+HWY_INLINE void GateFactorsBlock(int64_t L, int64_t w, const float* g, float* ga, float* eg, float* eg_last,
+                                 float* g_last, double* anchors) {
+  const DF df;
+  const DD dd;
+  const DH dh;
+  using VF = hn::Vec<DF>;
+  using VD = hn::Vec<DD>;
+  constexpr int64_t A = kDecayAnchorRows;
+  const int64_t nd = static_cast<int64_t>(hn::Lanes(dd));
+  (void)dh;
+  const auto widen = [&](VF v, VD* lo, VD* hi) {
+    if constexpr (kSplit) {
+#if HWY_TARGET != HWY_SCALAR
+      *lo = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
+      *hi = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+#endif
+    } else {
+      (void)hi;
+      *lo = hn::PromoteTo(dd, v);
+    }
+  };
+  // exp(float(x)) of the double lanes (lo, hi): ExpDiff's demote-and-combine, then Exp on the float vector.
+  const auto exp_of = [&](VD lo, VD hi) {
+    if constexpr (kSplit) {
+#if HWY_TARGET != HWY_SCALAR
+      return hn::Exp(df, hn::Combine(df, hn::DemoteTo(dh, hi), hn::DemoteTo(dh, lo)));
+#endif
+    } else {
+      (void)hi;
+      return hn::Exp(df, hn::DemoteTo(df, lo));
+    }
+  };
+  VD Glo = hn::Zero(dd), Ghi = hn::Zero(dd);
+  VF egv = hn::Zero(df);
+  for (int64_t i = 0; i < L; ++i) {
+    const VF gv = hn::LoadU(df, g + i * w);
+    VD xlo, xhi = hn::Zero(dd);
+    widen(gv, &xlo, &xhi);
+    Glo = hn::Add(Glo, xlo);
+    Ghi = hn::Add(Ghi, xhi);
+    const VF gav = hn::Exp(df, gv);
+    hn::StoreU(gav, df, ga + i * w);
+    egv = i % A == 0 ? exp_of(Glo, Ghi) : hn::Mul(egv, gav);  // an anchor, or the running product
+    hn::StoreU(egv, df, eg + i * w);
+    if ((L - 1 - i) % A == 0) {  // an anchor of eg_last: keep G_i
+      double* keep = anchors + (L - 1 - i) / A * 2 * nd;
+      hn::StoreU(Glo, dd, keep);
+      hn::StoreU(Ghi, dd, keep + nd);
+    }
+  }
+  hn::StoreU(exp_of(Glo, Ghi), df, g_last);
+  // Up the rows: eg_last_a = exp(G_last - G_a) at each anchor a, then eg_last_i = eg_last_{i+1} ga_{i+1} above it.
+  for (int64_t a = L - 1; a >= 0; a -= A) {
+    const double* keep = anchors + (L - 1 - a) / A * 2 * nd;
+    VF v = exp_of(hn::Sub(Glo, hn::LoadU(dd, keep)), hn::Sub(Ghi, hn::LoadU(dd, keep + nd)));
+    hn::StoreU(v, df, eg_last + a * w);
+    for (int64_t i = a - 1; i >= 0 && i > a - A; --i) {
+      v = hn::Mul(v, hn::LoadU(df, ga + (i + 1) * w));
+      hn::StoreU(v, df, eg_last + i * w);
+    }
+  }
+}
+
+void KdaGateFactors(const KernelSet&, int64_t L, int64_t w, const float* g, float* ga, float* eg, float* eg_last,
+                    float* g_last) {
+  if (L <= 0) return;
+  thread_local AlignedVector<double> anchors;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  anchors.resize(static_cast<std::size_t>(((L + kDecayAnchorRows - 1) / kDecayAnchorRows) * 2 * nl));
+  int64_t c = 0;
+#if HWY_TARGET != HWY_SCALAR
+  using DF = hn::ScalableTag<float>;
+  for (; c + nl <= w; c += nl) {
+    GateFactorsBlock<true, DF, hn::Repartition<double, DF>, hn::Half<DF>>(L, w, g + c, ga + c, eg + c, eg_last + c,
+                                                                         g_last + c, anchors.data());
+  }
+#endif
+  using D1 = hn::CappedTag<float, 1>;
+  for (; c < w; ++c) {
+    GateFactorsBlock<false, D1, hn::CappedTag<double, 1>, D1>(L, w, g + c, ga + c, eg + c, eg_last + c, g_last + c,
+                                                              anchors.data());
+  }
+}
+
 void GemmBf16Rows(int64_t M, int64_t N, int64_t Kd, const uint16_t* A, int64_t lda, const Bf16Operand& B,
                   bool accumulate, float* C, int64_t ldc, RowScale rs) {
   gemm_bf16_rows_by_widening(&GemmNN, &Bf16ToF32, M, N, Kd, A, lda, B, accumulate, C, ldc, rs);
@@ -854,7 +946,7 @@ int64_t ColumnBlockWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::Scala
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 KernelSet MakeKernelSet() {
-  return {TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &SumSquaresRowsBf16,
+  KernelSet ks{TargetName(), ColumnBlockWidth(), &GemmNN,       &GemmTN,       &SumSquaresRows, &SumSquaresRowsBf16,
           &ExpF32,
           &ScaleRows,   &BetaResidual,      &DecodeKFirst, &DecodeVFirst, &DecayedDots2,   &FmaPeak,
           &GemmNNBf16,  &GemmTNBf16,        &PackBf16,   &GemmPackedBf16, &Bf16ToF32, &F32ToBf16,
@@ -863,6 +955,8 @@ KernelSet MakeKernelSet() {
           &lower_times_bf16_by_blocks<&GemmPackedBf16>, &TrilDiagonalBlocks,
           &GateCumsum, &ChainProducts, &Bf16RowsScaled, &Bf16ToF32Rows, &F32ToBf16Rows,
           "fp32 FMA on rounded operands", nullptr};
+  ks.kda_gate_factors = &KdaGateFactors;
+  return ks;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -1038,6 +1132,11 @@ void tril_diagonal_blocks(int64_t n, const float* A, int64_t lda, float* T, int6
 }
 
 void gate_cumsum(int64_t L, int64_t w, const float* g, double* G) { active_kernels().gate_cumsum(L, w, g, G); }
+
+void kda_gate_factors(int64_t L, int64_t w, const float* g, float* ga, float* eg, float* eg_last, float* g_last) {
+  const KernelSet& ks = active_kernels();
+  ks.kda_gate_factors(ks, L, w, g, ga, eg, eg_last, g_last);
+}
 
 }  // namespace simd
 

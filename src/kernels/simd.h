@@ -111,6 +111,12 @@ void tril_diagonal_blocks(int64_t n, const float* A, int64_t lda, float* T, int6
 // order from 0.0, so the same bits), every channel of a row at once.
 void gate_cumsum(int64_t L, int64_t w, const float* g, double* G);
 
+// KDA's decay factors of a chunk from its per-channel gates g [L, w] (kernels/kernel_set.h kda_gate_factors):
+// the step factors ga = exp(g), eg_i = exp(G_i), eg_last_i = exp(G_last - G_i) (every kDecayAnchorRows-th row an
+// exp, from the top for eg and from the last row for eg_last, the rows between running products of ga) and
+// g_last = exp(G_last), G the gates' cumsum in double (gate_cumsum), each exponent rounded to float.
+void kda_gate_factors(int64_t L, int64_t w, const float* g, float* ga, float* eg, float* eg_last, float* g_last);
+
 // GDN's decay-masked scores of a chunk, in place over rows i < L and columns j < L (row stride ld), from the
 // chunk's gate cumsums G (double): with m_ij ~ exp(G_i - G_j) cf_j for j <= i,
 //   a_ij <- a_ij * (ra_i * m_ij) for j < i, 0 for j >= i;   p_ij <- p_ij * (rp_i * m_ij) for j <= i, 0 beyond
