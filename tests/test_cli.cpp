@@ -209,6 +209,63 @@ TEST(Cli, PrecisionModesThroughBenchAndVerify) {
   EXPECT_NE(log.find("--precision"), std::string::npos) << log;
 }
 
+// Several precision modes in one bench: each strategy in each mode, interleaved, the bf16 record with its
+// speedup over exact (per-round ratios: median within their range), the exact one's workspace its own (not
+// what the bf16 calls reserved on the same threads), and a mode given twice (auto = bf16 on bf16 inputs) runs
+// once; the one-mode benches refuse several, naming the option.
+TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
+  const std::string json = temp("bench_modes.json"), svg = temp("bench_modes.svg");
+  std::string log;
+  ASSERT_EQ(run_cli("bench --kind kda --heads 2 --tokens 130 --threads 2 --strategies hanpu,fla --reps 3 --dtype bf16 "
+                    "--precision exact,bf16,auto --json " + json + " --plot " + svg, &log), 0) << log;
+  EXPECT_NE(log.find("kda hanpu T=130: bf16 "), std::string::npos) << log;
+  EXPECT_NE(log.find("x the speed of exact (median of 3 interleaved rounds"), std::string::npos) << log;
+  EXPECT_NE(log.find("speedup kda fla T=130: bf16 "), std::string::npos) << log;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["precision"], "exact");
+  EXPECT_EQ(j["precisions"], (nlohmann::json{"exact", "bf16", "auto"}));
+  ASSERT_EQ(j["records"].size(), 4u);
+  std::vector<std::string> runs;
+  for (const auto& r : j["records"]) runs.push_back(r["strategy"].get<std::string>() + " " + r["precision"].get<std::string>());
+  EXPECT_EQ(runs, (std::vector<std::string>{"hanpu exact", "hanpu bf16", "fla exact", "fla bf16"}));
+  for (const auto& r : j["records"]) {
+    if (r["precision"] == "exact") {
+      EXPECT_FALSE(r.contains("speedup_vs_exact")) << r.dump();
+      EXPECT_TRUE(r["fla_emulation_rel_rms_o"].is_null()) << r.dump();
+      continue;
+    }
+    const double s = r["speedup_vs_exact"].get<double>();
+    const auto range = r["speedup_vs_exact_range"];
+    EXPECT_GT(range[0].get<double>(), 0.0);
+    EXPECT_LE(range[0].get<double>(), s);
+    EXPECT_GE(range[1].get<double>(), s);
+    EXPECT_GT(r["fla_emulation_rel_rms_o"].get<double>(), 0.0);
+  }
+  // The exact run's workspace as when it runs alone.
+  ASSERT_EQ(run_cli("bench --kind kda --heads 2 --tokens 130 --threads 2 --strategies hanpu --reps 1 --dtype bf16 "
+                    "--precision exact --json " + json, &log), 0) << log;
+  std::ifstream g(json);
+  const nlohmann::json alone = nlohmann::json::parse(g);
+  EXPECT_EQ(alone["records"][0]["peak_workspace_bytes"], j["records"][0]["peak_workspace_bytes"]);
+  EXPECT_EQ(alone["records"][0]["rel_rms_o"], j["records"][0]["rel_rms_o"]);
+  std::ifstream sf(svg);
+  const std::string plot((std::istreambuf_iterator<char>(sf)), std::istreambuf_iterator<char>());
+  for (const char* series : {">hanpu exact<", ">hanpu bf16<", ">fla exact<", ">fla bf16<"}) {
+    EXPECT_NE(plot.find(series), std::string::npos) << series;
+  }
+  for (const char* mode : {"--parts", "--ablation --tokens 64", "--decode"}) {
+    EXPECT_EQ(run_cli(std::string("bench --heads 2 --reps 1 --dtype bf16 --precision exact,bf16 ") + mode, &log), 2)
+        << mode;
+    EXPECT_NE(log.find(std::string("precision: ") + std::string(mode).substr(0, std::string(mode).find(' ')) +
+                       " runs one precision mode; these resolve to exact and bf16 on BF16 inputs"),
+              std::string::npos)
+        << log;
+  }
+  EXPECT_EQ(run_cli("bench --heads 2 --reps 1 --tokens 64 --precision exact,fp8", &log), 2);
+  EXPECT_NE(log.find("--precision"), std::string::npos) << log;
+}
+
 TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
   const std::string json_path = temp("bench_decode.json");
   std::string log;

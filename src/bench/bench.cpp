@@ -47,9 +47,26 @@ double percentile_median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out) {
+  out->clear();
+  if (cfg.precisions.empty()) return InvalidArgument("precision: give at least one mode (auto, exact or bf16)");
+  for (Precision p : cfg.precisions) {
+    const Precision mode = resolve_precision(p, cfg.dtype);
+    if (std::find(out->begin(), out->end(), mode) == out->end()) out->push_back(mode);
+  }
+  if (out->size() > 1 && (cfg.parts || cfg.decode || cfg.ablation)) {
+    return InvalidArgument(std::string("precision: ") + (cfg.parts ? "--parts" : cfg.decode ? "--decode" : "--ablation") +
+                           " runs one precision mode; these resolve to exact and bf16 on " + dtype_name(cfg.dtype) +
+                           " inputs");
+  }
+  return Status::Ok();
+}
+
 Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* out) {
   out->clear();
-  if (resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16) {
+  std::vector<Precision> modes;
+  HANPU_RETURN_IF_ERROR(bench_precision_modes(cfg, &modes));
+  if (modes.front() == Precision::kBf16) {
     for (plan::Packing p : {plan::Packing::kPackAlways, plan::Packing::kNeverKeep, plan::Packing::kPlanned}) {
       EngineConfig c;
       c.packing = p;
@@ -188,21 +205,57 @@ Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T
   return Status::Ok();
 }
 
+// One prefill run of the bench: a strategy (or ablation step) in one precision mode.
+struct BenchRun {
+  std::string label;
+  EngineConfig ec;
+  Precision mode;  // kExact or kBf16
+};
+
+// Each bf16 record whose strategy also ran in exact mode: the exact run's time over its own in every round
+// of the interleaved repetitions (the two ran back to back, so the ratio sees one phase of a noisy machine),
+// their median, least and most, and a progress line.
+void speedups_vs_exact(const std::vector<BenchRun>& runs, const std::vector<std::vector<double>>& times,
+                       std::vector<BenchRecord>* recs, const std::function<void(const std::string&)>& progress) {
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].mode != Precision::kBf16) continue;
+    for (std::size_t e = 0; e < runs.size(); ++e) {
+      if (runs[e].mode != Precision::kExact || runs[e].label != runs[i].label) continue;
+      std::vector<double> ratios;
+      for (std::size_t r = 0; r < times[i].size(); ++r) ratios.push_back(times[e][r] / times[i][r]);
+      BenchRecord& rec = (*recs)[i];
+      rec.speedup_vs_exact = percentile_median(ratios);
+      rec.speedup_vs_exact_min = *std::min_element(ratios.begin(), ratios.end());
+      rec.speedup_vs_exact_max = *std::max_element(ratios.begin(), ratios.end());
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%s %s T=%lld: bf16 %.2fx the speed of exact (median of %zu interleaved rounds, %.2f-%.2f)",
+                    rec.kind.c_str(), rec.strategy.c_str(), static_cast<long long>(rec.tokens), rec.speedup_vs_exact,
+                    ratios.size(), rec.speedup_vs_exact_min, rec.speedup_vs_exact_max);
+      progress(line);
+    }
+  }
+}
+
 }  // namespace
 
 std::string amx_line(const BenchReport& rep) { return amx_support_line(AmxSupport{rep.amx_usable, rep.amx_reason}); }
 
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out) {
   *out = BenchReport();
-  std::vector<std::pair<std::string, EngineConfig>> runs;
+  std::vector<Precision> modes;
+  HANPU_RETURN_IF_ERROR(bench_precision_modes(cfg, &modes));
+  std::vector<BenchRun> runs;
   if (cfg.ablation) {
-    HANPU_RETURN_IF_ERROR(ablation_steps(cfg, &runs));
+    std::vector<std::pair<std::string, EngineConfig>> steps;
+    HANPU_RETURN_IF_ERROR(ablation_steps(cfg, &steps));
+    for (auto& [name, ec] : steps) runs.push_back({name, ec, modes.front()});
   } else {
     for (const std::string& name : cfg.strategies) {
       EngineConfig ec;
       if (cfg.plan) ec.plan = cfg.plan;  // a plan runs its own strategy
       else if (!parse_strategy(name, &ec.strategy)) return plan::unknown_strategy(name);
-      runs.emplace_back(name, ec);
+      for (Precision mode : modes) runs.push_back({name, ec, mode});
     }
   }
   if (cfg.tokens.empty()) return InvalidArgument("tokens: give at least one sequence length");
@@ -267,9 +320,8 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   Options opt;
   opt.kind = cfg.kind;
   opt.use_qk_l2norm_in_kernel = true;  // as Qwen3-Next / Qwen3.5 and Kimi Linear call the kernels
-  opt.precision = cfg.precision;
-  const bool bf16 = resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16;
-  const bool packing_ablation = cfg.ablation && bf16;
+  const bool any_bf16 = std::find(modes.begin(), modes.end(), Precision::kBf16) != modes.end();
+  const bool packing_ablation = cfg.ablation && any_bf16;
 
   for (int64_t T : cfg.tokens) {
     auto prefix = [T](const Tensor& t) {
@@ -297,7 +349,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     for (std::size_t i = 0; i < ro.size(); ++i) ro16[i] = round_to_dtype(ro[i], DType::kBF16);
     const double floor_o = std::sqrt(nmse(ro16, ro));
     double fla_o = NAN, fla_s = NAN;  // FLA's half-precision dataflow on head 0, the bf16 mode's yardstick
-    if (bf16) {
+    if (any_bf16) {
       Tensor fo(cfg.dtype, {1, T, 1, V}), fs(DType::kF32, {1, 1, K, V});
       HANPU_RETURN_IF_ERROR(fla_bf16_emulation_forward(in0, opt, Outputs{fo.view(), fs.view()}));
       fla_o = std::sqrt(nmse(to_doubles(fo.view()), ro));
@@ -311,9 +363,14 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     std::vector<BenchRecord> recs(runs.size());
     std::vector<RunStats> stats(runs.size());
     std::vector<std::vector<double>> times(runs.size());
+    const auto opt_of = [&](const BenchRun& run) {
+      Options o2 = opt;
+      o2.precision = run.mode;
+      return o2;
+    };
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      runs[i].second.threads = threads;
-      HANPU_RETURN_IF_ERROR(engine_forward(in, opt, runs[i].second, outs, &stats[i]));  // warm-up
+      runs[i].ec.threads = threads;
+      HANPU_RETURN_IF_ERROR(engine_forward(in, opt_of(runs[i]), runs[i].ec, outs, &stats[i]));  // warm-up
       BenchRecord& rec = recs[i];
       const std::vector<double> oh = to_doubles(head0(o.view()));
       std::vector<double> sh = to_doubles(st.view());
@@ -324,18 +381,20 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     for (int r = 0; r < cfg.reps; ++r) {
       for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto t0 = Clock::now();
-        HANPU_RETURN_IF_ERROR(engine_forward(in, opt, runs[i].second, outs, &stats[i]));
+        HANPU_RETURN_IF_ERROR(engine_forward(in, opt_of(runs[i]), runs[i].ec, outs, &stats[i]));
         times[i].push_back(ms_since(t0));
       }
     }
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      const auto& [label, ec] = runs[i];
+      const std::string& label = runs[i].label;
+      const EngineConfig& ec = runs[i].ec;
+      const bool bf16 = runs[i].mode == Precision::kBf16;
       BenchRecord& rec = recs[i];
       if (cfg.breakdown && stats[i].dataflow == "hanpu") {  // an extra run, its steps timed (not in `times`)
         EngineConfig timed = ec;
         timed.breakdown = true;
         RunStats ts;
-        HANPU_RETURN_IF_ERROR(engine_forward(in, opt, timed, outs, &ts));
+        HANPU_RETURN_IF_ERROR(engine_forward(in, opt_of(runs[i]), timed, outs, &ts));
         rec.breakdown_ms = ts.breakdown_ms;
         rec.chunk_steps = ts.chunk_steps;
         // The model's step is a whole head's chunk: only where no head was split into column slices.
@@ -363,8 +422,8 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
       rec.rel_rms_o = std::sqrt(rec.nmse_o);
       rec.rel_rms_state = std::sqrt(rec.nmse_state);
       rec.bf16_floor_o = floor_o;
-      rec.fla_rel_rms_o = fla_o;
-      rec.fla_rel_rms_state = fla_s;
+      rec.fla_rel_rms_o = bf16 ? fla_o : NAN;
+      rec.fla_rel_rms_state = bf16 ? fla_s : NAN;
       rec.matrix_utilization = rec.gflops / (bf16 ? out->matrix_peak_gflops : out->fma_peak_gflops);
       char fla[96] = "";
       if (bf16) std::snprintf(fla, sizeof fla, " (FLA's dataflow: o %.2e = %.2fx, S %.2e)", fla_o, fla_o / floor_o, fla_s);
@@ -384,8 +443,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
                       rec.step_us / rec.estimate_step_us);
         progress(line);
       }
-      out->records.push_back(rec);
     }
+    speedups_vs_exact(runs, times, &recs, progress);
+    out->records.insert(out->records.end(), recs.begin(), recs.end());
   }
   return Status::Ok();
 }
@@ -437,6 +497,14 @@ std::string format_bench_table(const BenchReport& rep) {
     s += line;
   }
   for (const BenchRecord& r : rep.records) {
+    if (!std::isfinite(r.speedup_vs_exact)) continue;
+    std::snprintf(line, sizeof line,
+                  "speedup %s %s T=%lld: bf16 %.2fx exact (median of the per-round ratios, %.2f-%.2f)\n",
+                  r.kind.c_str(), r.strategy.c_str(), static_cast<long long>(r.tokens), r.speedup_vs_exact,
+                  r.speedup_vs_exact_min, r.speedup_vs_exact_max);
+    s += line;
+  }
+  for (const BenchRecord& r : rep.records) {
     if (r.breakdown_ms.empty() || r.chunk_steps == 0) continue;
     double total = 0;
     for (const auto& [part, ms] : r.breakdown_ms) total += ms;
@@ -481,7 +549,9 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
   j["host_description"] = rep.host_calibrated ? "calibrated" : "shipped default";
   j["host_description_note"] = rep.host_note;
-  j["precision"] = precision_name(cfg.precision);
+  j["precision"] = precision_name(cfg.precisions.empty() ? Precision::kAuto : cfg.precisions.front());
+  j["precisions"] = nlohmann::json::array();
+  for (Precision p : cfg.precisions) j["precisions"].push_back(precision_name(p));
   j["reps"] = cfg.reps;
   j["records"] = nlohmann::json::array();
   for (const BenchRecord& r : rep.records) {
@@ -495,6 +565,10 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
                             {"bf16_floor_o", num(r.bf16_floor_o)}, {"matrix_utilization", num(r.matrix_utilization)},
                             {"fla_emulation_rel_rms_o", num(r.fla_rel_rms_o)},
                             {"fla_emulation_rel_rms_state", num(r.fla_rel_rms_state)}});
+    if (std::isfinite(r.speedup_vs_exact)) {
+      j["records"].back()["speedup_vs_exact"] = r.speedup_vs_exact;
+      j["records"].back()["speedup_vs_exact_range"] = {r.speedup_vs_exact_min, r.speedup_vs_exact_max};
+    }
     if (std::isfinite(r.estimate_step_us)) {
       j["records"].back()["step_us"] = r.step_us;
       j["records"].back()["estimate_step_us"] = r.estimate_step_us;

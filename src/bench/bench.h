@@ -50,7 +50,10 @@ struct BenchConfig {
   bool parts = false;
   int threads = 0;
   DType dtype = DType::kF32;
-  Precision precision = Precision::kAuto;  // Options::precision of every prefill run
+  // Options::precision of the prefill runs: each strategy runs once in every mode these resolve to on `dtype`
+  // (exact or bf16; a repeat dropped), all interleaved round by round, and a bf16 record beside an exact one of
+  // the same strategy and length gets its speedup. --parts, --decode and --ablation take one mode.
+  std::vector<Precision> precisions = {Precision::kAuto};
   bool breakdown = false;  // one extra hanpu run per length with its chunk steps timed by kind
   int reps = 5;
   uint64_t seed = 1;
@@ -70,6 +73,10 @@ struct BenchRecord {
   double rel_rms_o = 0, rel_rms_state = 0, bf16_floor_o = 0;
   // bf16 runs: the same for FLA's half-precision dataflow emulated on value head 0 (ops/fla_emulation.h).
   double fla_rel_rms_o = 0, fla_rel_rms_state = 0;
+  // bf16 records with an exact record of the same strategy and length in the run: the exact run's time over
+  // this one's, the median of the per-round ratios of the interleaved repetitions, and their least and most;
+  // NaN elsewhere.
+  double speedup_vs_exact = NAN, speedup_vs_exact_min = NAN, speedup_vs_exact_max = NAN;
   double matrix_utilization = 0;  // gflops / matrix_peak_gflops
   // The packing ablation's records: thread time per (chunk, head) step (median_ms x threads / steps) and
   // the planner's estimate of one step (its per-chunk cost on the host description); NaN elsewhere.
@@ -111,6 +118,10 @@ double percentile_median(std::vector<double> v);
 // Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s); with bf16, the peak of the
 // kernel set's bf16 dot-product probe (0 when the set has none).
 double measure_fma_peak(int threads, bool bf16 = false);
+
+// The modes cfg.precisions resolve to on cfg.dtype (Precision::kExact or kBf16), in the order given, each once;
+// an error for an empty list, or several modes where the bench runs one (--parts, --decode, --ablation).
+Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out);
 
 // Runs the benchmark; `progress` gets one line per finished measurement.
 Status run_bench(const BenchConfig& cfg, const std::function<void(const std::string&)>& progress, BenchReport* out);

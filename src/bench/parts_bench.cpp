@@ -24,9 +24,11 @@ Status run_parts_bench(const BenchConfig& cfg, const std::function<void(const st
   Options opt;
   opt.kind = cfg.kind;
   opt.use_qk_l2norm_in_kernel = true;  // as the prefill runs call the kernels
-  opt.precision = cfg.precision;
+  std::vector<Precision> modes;
+  HANPU_RETURN_IF_ERROR(bench_precision_modes(cfg, &modes));
+  opt.precision = modes.front();
   const int64_t C = opt.chunk_size;
-  const bool bf16 = resolve_precision(cfg.precision, cfg.dtype) == Precision::kBf16;
+  const bool bf16 = modes.front() == Precision::kBf16;
   // One head's chunk and a nonzero initial state, so that the state products see values, not zeros.
   const BenchInputs bi = bench_inputs(cfg, C, 1, 1);
   const Tensor tq = to_dtype(bi.q, cfg.dtype, {1, C, 1, K}), tk = to_dtype(bi.k, cfg.dtype, {1, C, 1, K});

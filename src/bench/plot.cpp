@@ -120,10 +120,14 @@ std::string svg_grouped_bars(const std::string& title, const std::string& y_labe
 
 std::string svg_time_vs_tokens(const BenchReport& rep) {
   std::vector<PlotSeries> series;
+  // A series per strategy, and per precision mode where the run timed several.
+  bool modes = false;
+  for (const BenchRecord& r : rep.records) modes = modes || r.precision != rep.records.front().precision;
   for (const BenchRecord& r : rep.records) {
     if (r.batch != 0 || r.median_ms <= 0) continue;
-    auto it = std::find_if(series.begin(), series.end(), [&](const PlotSeries& l) { return l.name == r.strategy; });
-    if (it == series.end()) it = series.insert(series.end(), PlotSeries{r.strategy, {}});
+    const std::string name = modes ? r.strategy + " " + r.precision : r.strategy;
+    auto it = std::find_if(series.begin(), series.end(), [&](const PlotSeries& l) { return l.name == name; });
+    if (it == series.end()) it = series.insert(series.end(), PlotSeries{name, {}});
     it->points.emplace_back(static_cast<double>(r.tokens), r.median_ms);
   }
   return svg_log_log("median time vs sequence length (log-log)", "tokens T", "ms", std::move(series));

@@ -82,6 +82,12 @@ struct HeadWorkspace {
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
   void fit(const ChunkProgram& prog, int64_t vmax, bool decay_on_results, bool bf16) {
     Vd.resize(decay_on_results ? C * V : 0);
+    // The packed operands' storage is reserved, not sized: an exact call after a bf16 one on this thread
+    // releases it, so that its workspace (bytes()) is its own.
+    if (!bf16) {
+      AlignedVector<float>().swap(S_packed.data);
+      for (Bf16Operand* o : fused_operands(*this)) AlignedVector<float>().swap(o->data);
+    }
     // Either packed layout (fp32 rows, or bf16 pairs in rows padded to 16 columns) fits K * ceil16(vmax).
     S_packed.data.reserve(bf16 ? static_cast<std::size_t>(K * ((vmax + 15) / 16 * 16)) : 0);
     // The fused products' packed [C, vmax] operands (fused_state_products): ceil16(C / 2) pair rows of
