@@ -212,7 +212,7 @@ TEST(Cli, PrecisionModesThroughBenchAndVerify) {
 // Several precision modes in one bench: each strategy in each mode, interleaved, the bf16 record with its
 // speedup over exact (per-round ratios: median within their range), the exact one's workspace its own (not
 // what the bf16 calls reserved on the same threads), and a mode given twice (auto = bf16 on bf16 inputs) runs
-// once; the one-mode benches refuse several, naming the option.
+// once; --parts compares the in-cache steps the same way; the one-mode benches refuse several, naming the option.
 TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
   const std::string json = temp("bench_modes.json"), svg = temp("bench_modes.svg");
   std::string log;
@@ -254,7 +254,7 @@ TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
   for (const char* series : {">hanpu exact<", ">hanpu bf16<", ">fla exact<", ">fla bf16<"}) {
     EXPECT_NE(plot.find(series), std::string::npos) << series;
   }
-  for (const char* mode : {"--parts", "--ablation --tokens 64", "--decode"}) {
+  for (const char* mode : {"--ablation --tokens 64", "--decode"}) {
     EXPECT_EQ(run_cli(std::string("bench --heads 2 --reps 1 --dtype bf16 --precision exact,bf16 ") + mode, &log), 2)
         << mode;
     EXPECT_NE(log.find(std::string("precision: ") + std::string(mode).substr(0, std::string(mode).find(' ')) +
@@ -262,6 +262,20 @@ TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
               std::string::npos)
         << log;
   }
+  // --parts: the two modes' in-cache steps take turns by rounds of 100 steps; the ratio is per round.
+  ASSERT_EQ(run_cli("bench --parts --kind kda --reps 2 --dtype bf16 --precision bf16,exact --json " + json, &log), 0)
+      << log;
+  EXPECT_NE(log.find("kda parts T=64: bf16 "), std::string::npos) << log;
+  std::ifstream pf(json);
+  const nlohmann::json parts = nlohmann::json::parse(pf);
+  ASSERT_EQ(parts["records"].size(), 2u);
+  EXPECT_EQ(parts["records"][0]["precision"], "bf16");
+  EXPECT_EQ(parts["records"][1]["precision"], "exact");
+  for (const auto& r : parts["records"]) EXPECT_EQ(r["parts_steps"], 200) << r.dump();
+  const auto sp = parts["records"][0]["speedup_vs_exact_range"];
+  EXPECT_LE(sp[0].get<double>(), parts["records"][0]["speedup_vs_exact"].get<double>());
+  EXPECT_GE(sp[1].get<double>(), parts["records"][0]["speedup_vs_exact"].get<double>());
+  EXPECT_FALSE(parts["records"][1].contains("speedup_vs_exact"));
   EXPECT_EQ(run_cli("bench --heads 2 --reps 1 --tokens 64 --precision exact,fp8", &log), 2);
   EXPECT_NE(log.find("--precision"), std::string::npos) << log;
 }

@@ -54,8 +54,8 @@ Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out
     const Precision mode = resolve_precision(p, cfg.dtype);
     if (std::find(out->begin(), out->end(), mode) == out->end()) out->push_back(mode);
   }
-  if (out->size() > 1 && (cfg.parts || cfg.decode || cfg.ablation)) {
-    return InvalidArgument(std::string("precision: ") + (cfg.parts ? "--parts" : cfg.decode ? "--decode" : "--ablation") +
+  if (out->size() > 1 && (cfg.decode || cfg.ablation)) {
+    return InvalidArgument(std::string("precision: ") + (cfg.decode ? "--decode" : "--ablation") +
                            " runs one precision mode; these resolve to exact and bf16 on " + dtype_name(cfg.dtype) +
                            " inputs");
   }
@@ -223,16 +223,7 @@ void speedups_vs_exact(const std::vector<BenchRun>& runs, const std::vector<std:
       if (runs[e].mode != Precision::kExact || runs[e].label != runs[i].label) continue;
       std::vector<double> ratios;
       for (std::size_t r = 0; r < times[i].size(); ++r) ratios.push_back(times[e][r] / times[i][r]);
-      BenchRecord& rec = (*recs)[i];
-      rec.speedup_vs_exact = percentile_median(ratios);
-      rec.speedup_vs_exact_min = *std::min_element(ratios.begin(), ratios.end());
-      rec.speedup_vs_exact_max = *std::max_element(ratios.begin(), ratios.end());
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "%s %s T=%lld: bf16 %.2fx the speed of exact (median of %zu interleaved rounds, %.2f-%.2f)",
-                    rec.kind.c_str(), rec.strategy.c_str(), static_cast<long long>(rec.tokens), rec.speedup_vs_exact,
-                    ratios.size(), rec.speedup_vs_exact_min, rec.speedup_vs_exact_max);
-      progress(line);
+      set_speedup(ratios, &(*recs)[i], progress);
     }
   }
 }

@@ -52,7 +52,8 @@ struct BenchConfig {
   DType dtype = DType::kF32;
   // Options::precision of the prefill runs: each strategy runs once in every mode these resolve to on `dtype`
   // (exact or bf16; a repeat dropped), all interleaved round by round, and a bf16 record beside an exact one of
-  // the same strategy and length gets its speedup. --parts, --decode and --ablation take one mode.
+  // the same strategy and length gets its speedup; --parts takes turns by rounds of 100 steps the same way.
+  // --decode and --ablation take one mode.
   std::vector<Precision> precisions = {Precision::kAuto};
   bool breakdown = false;  // one extra hanpu run per length with its chunk steps timed by kind
   int reps = 5;
@@ -120,7 +121,7 @@ double percentile_median(std::vector<double> v);
 double measure_fma_peak(int threads, bool bf16 = false);
 
 // The modes cfg.precisions resolve to on cfg.dtype (Precision::kExact or kBf16), in the order given, each once;
-// an error for an empty list, or several modes where the bench runs one (--parts, --decode, --ablation).
+// an error for an empty list, or several modes where the bench runs one (--decode, --ablation).
 Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out);
 
 // Runs the benchmark; `progress` gets one line per finished measurement.

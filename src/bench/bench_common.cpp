@@ -1,5 +1,8 @@
 #include "bench/bench_common.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "core/strided.h"
 #include "exec/calibrate.h"
 #include "exec/chunk_kernels.h"
@@ -71,6 +74,18 @@ Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool
     rec->model_breakdown_us.emplace_back(part_name(static_cast<Part>(part)), us[part]);
   }
   return Status::Ok();
+}
+
+void set_speedup(const std::vector<double>& ratios, BenchRecord* rec,
+                 const std::function<void(const std::string&)>& progress) {
+  rec->speedup_vs_exact = percentile_median(ratios);
+  rec->speedup_vs_exact_min = *std::min_element(ratios.begin(), ratios.end());
+  rec->speedup_vs_exact_max = *std::max_element(ratios.begin(), ratios.end());
+  char line[256];
+  std::snprintf(line, sizeof line, "%s %s T=%lld: bf16 %.2fx the speed of exact (median of %zu interleaved rounds, %.2f-%.2f)",
+                rec->kind.c_str(), rec->strategy.c_str(), static_cast<long long>(rec->tokens), rec->speedup_vs_exact,
+                ratios.size(), rec->speedup_vs_exact_min, rec->speedup_vs_exact_max);
+  progress(line);
 }
 
 }  // namespace hanpu

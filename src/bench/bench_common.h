@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "bench/bench.h"
@@ -34,5 +36,10 @@ Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool
 // The host chunk plan of a call of the bench's shape (kind, K, V, C, precision, packing).
 Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf16, plan::Packing packing, int64_t C,
                        plan::Plan* out);
+
+// A bf16 record's speed over exact from the per-round ratios (exact's time over bf16's, one per round of
+// interleaved runs): their median, least and most into rec->speedup_vs_exact*, and a progress line.
+void set_speedup(const std::vector<double>& ratios, BenchRecord* rec,
+                 const std::function<void(const std::string&)>& progress);
 
 }  // namespace hanpu
