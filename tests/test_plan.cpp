@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -358,8 +359,26 @@ TEST(PlanDevice, TheHostIsACalibrationOnlyOfThisKernelSetAndFormat) {
   st = load_host_device("AVX3", &d, &note);
   EXPECT_NE(st.message().find("calibration.kernel_set"), std::string::npos) << st.ToString();
   std::ofstream(path) << "{ not json";
-  EXPECT_FALSE(load_host_device("AVX3", &d, &note).ok());
+  EXPECT_FALSE(load_host_device("AVX3", &d, &note).ok());  // named by HANPU_HOST_DEVICE: an error
   std::remove(path.c_str());
+  // The cache's own file (no HANPU_HOST_DEVICE) that does not load is set aside with a note instead.
+  const char* xdg_was = std::getenv("XDG_CACHE_HOME");
+  const std::optional<std::string> xdg_saved = xdg_was != nullptr ? std::optional<std::string>(xdg_was) : std::nullopt;
+  const std::string cache = ::testing::TempDir() + "hanpu-cache-test";
+  std::filesystem::create_directories(cache + "/hanpu");
+  ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  ::unsetenv("HANPU_HOST_DEVICE");
+  std::ofstream(cache + "/hanpu/host.json") << "{ trunc";
+  ASSERT_TRUE(load_host_device("AVX3", &d, &note).ok()) << note;
+  EXPECT_EQ(d.origin, devices_dir() + "/host.json");
+  EXPECT_NE(note.find(cache + "/hanpu/host.json does not load ("), std::string::npos) << note;
+  EXPECT_NE(note.find("re-run `hanpu calibrate`"), std::string::npos) << note;
+  std::filesystem::remove_all(cache);
+  if (xdg_saved) {
+    ::setenv("XDG_CACHE_HOME", xdg_saved->c_str(), 1);
+  } else {
+    ::unsetenv("XDG_CACHE_HOME");
+  }
   if (saved) {
     ::setenv("HANPU_HOST_DEVICE", saved->c_str(), 1);
   } else {

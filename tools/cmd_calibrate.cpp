@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+
+#include <unistd.h>
 
 #include "commands.h"
 #include "exec/calibrate.h"
@@ -29,9 +32,22 @@ int run(const CalibrateArgs& a) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream f(path);
-  f << text;
-  if (!f) {
+  // Written beside it and renamed over it, so that a reader (every engine call plans on it) never sees half a
+  // file, and an interrupted calibrate leaves the previous one.
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f << text;
+    f.close();
+    if (!f) {
+      std::filesystem::remove(tmp, ec);
+      std::fprintf(stderr, "hanpu calibrate: cannot write '%s'\n", path.c_str());
+      return 2;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
     std::fprintf(stderr, "hanpu calibrate: cannot write '%s'\n", path.c_str());
     return 2;
   }

@@ -279,9 +279,15 @@ Status load_host_device(const std::string& kernel_set, Device* out, std::string*
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return load_device("host", out);
   Device d;
-  HANPU_RETURN_IF_ERROR(load_device(path, &d));
+  const Status loaded = load_device(path, &d);
+  // A file the user named (HANPU_HOST_DEVICE) must load; the cache's own file, which a user may not know
+  // exists, is set aside like a stale one, so that a damaged cache does not fail every engine call.
+  const char* named = std::getenv("HANPU_HOST_DEVICE");
+  if (!loaded.ok() && named != nullptr && *named != '\0') return loaded;
   std::string why;
-  if (d.calibration_format == 0) {
+  if (!loaded.ok()) {
+    why = "does not load (" + loaded.message() + ")";
+  } else if (d.calibration_format == 0) {
     why = "was written by an older `hanpu calibrate` (no calibration format)";
   } else if (d.calibration_format != kCalibrationFormat) {
     why = "has calibration format " + std::to_string(d.calibration_format) + ", this hanpu reads format " +

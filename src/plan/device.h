@@ -134,7 +134,8 @@ Status load_device(const std::string& name_or_path, Device* out);
 // The planner's "host" for a process whose engine runs the kernel set `kernel_set`: the description `hanpu
 // calibrate` wrote at calibrated_host_path() (exec/calibrate.h) where there is one and it measured that set
 // in the current format, else the shipped default; `note` (may be null) says why a calibration there was set
-// aside, and is empty where none was. A calibration that does not parse is an error.
+// aside, and is empty where none was. A file that does not load is an error where HANPU_HOST_DEVICE names it,
+// and set aside with a note where it is the cache's own (a damaged cache must not fail every engine call).
 Status load_host_device(const std::string& kernel_set, Device* out, std::string* note);
 // Parses a device description from JSON text; `origin` prefixes error messages.
 Status parse_device(const std::string& text, const std::string& origin, Device* out);
