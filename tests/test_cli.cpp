@@ -295,6 +295,10 @@ TEST(Cli, BenchDecodeReportsOneStepPerBatchSize) {
     EXPECT_TRUE(r["nmse_o"].is_null());
     batch *= 2;
   }
+  EXPECT_EQ(log.find("note: --decode times fp32 inputs"), std::string::npos) << log;
+  // --dtype and --precision do not apply to the decode step: said, not silently ignored.
+  ASSERT_EQ(run_cli("bench --decode --heads 2 --reps 1 --dtype bf16 --precision bf16", &log), 0) << log;
+  EXPECT_NE(log.find("note: --decode times fp32 inputs, and the decode step has no GEMMs"), std::string::npos) << log;
 }
 
 // bench --parts: one record per run, the hanpu strategy's chunk step timed in cache by part (each part's

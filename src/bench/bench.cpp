@@ -297,7 +297,15 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
                   out->matrix_peak_gflops / out->fma_peak_gflops);
     progress(line);
   }
-  if (cfg.decode) return run_decode_bench(cfg, threads, progress, out);
+  if (cfg.decode) {
+    // The decode step reads fp32 inputs and has no GEMMs (exact in every precision mode): say that an option
+    // asking otherwise did not change what was timed.
+    if (cfg.dtype != DType::kF32 || modes.front() == Precision::kBf16) {
+      progress("note: --decode times fp32 inputs, and the decode step has no GEMMs (exact in every precision "
+               "mode): --dtype and --precision do not change it");
+    }
+    return run_decode_bench(cfg, threads, progress, out);
+  }
   if (cfg.parts) return run_parts_bench(cfg, progress, out);
 
   const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
