@@ -82,20 +82,19 @@ struct HeadWorkspace {
   // The buffers of the steps `prog` runs; the state-update scratch when S is not updated in place.
   void fit(const ChunkProgram& prog, int64_t vmax, bool decay_on_results, bool bf16) {
     Vd.resize(decay_on_results ? C * V : 0);
-    // The packed operands' storage is reserved, not sized: an exact call after a bf16 one on this thread
-    // releases it, so that its workspace (bytes()) is its own.
-    if (!bf16) {
+    // The packed operands' storage is reserved, not sized (bytes() counts it): for bf16 calls, either packed
+    // layout of S (fp32 rows, or bf16 pairs in rows padded to 16 columns) fits K * ceil16(vmax), and the fused
+    // products' packed [C, vmax] operands (fused_state_products) ceil16(C / 2) pair rows of ceil16(vmax) words;
+    // an exact call after a bf16 one on this thread releases it, so that its workspace is its own.
+    if (bf16) {
+      const std::size_t cols = static_cast<std::size_t>((vmax + 15) / 16 * 16);
+      const std::size_t pair_rows = static_cast<std::size_t>(((C + 1) / 2 + 15) / 16 * 16);
+      S_packed.data.reserve(static_cast<std::size_t>(K) * cols);
+      for (Bf16Operand* o : fused_operands(*this)) o->data.reserve(pair_rows * cols);
+    } else {
       AlignedVector<float>().swap(S_packed.data);
       for (Bf16Operand* o : fused_operands(*this)) AlignedVector<float>().swap(o->data);
     }
-    // Either packed layout (fp32 rows, or bf16 pairs in rows padded to 16 columns) fits K * ceil16(vmax).
-    S_packed.data.reserve(bf16 ? static_cast<std::size_t>(K * ((vmax + 15) / 16 * 16)) : 0);
-    // The fused products' packed [C, vmax] operands (fused_state_products): ceil16(C / 2) pair rows of
-    // ceil16(vmax) words each, counted in bytes().
-    const std::size_t packed_c = bf16
-                                     ? static_cast<std::size_t>(((C + 1) / 2 + 15) / 16 * 16 * ((vmax + 15) / 16 * 16))
-                                     : 0;
-    for (Bf16Operand* o : fused_operands(*this)) o->data.reserve(packed_c);
     auto uses = [&](plan::OpCode op) { return std::find(prog.ops.begin(), prog.ops.end(), op) != prog.ops.end(); };
     // bf16 KDA's decayed keys and queries go straight to bf16 rows (no decays on results): K S and Q S read them.
     const bool scaled_bf16 = bf16 && !decay_on_results;

@@ -42,12 +42,18 @@ std::vector<std::string> shipped_devices() {
   return names;
 }
 
+namespace {
+
+// The variable's value, "" where unset: an empty variable counts as unset (`HANPU_HOST_DEVICE= hanpu ...` asks
+// for the default).
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
 std::string calibrated_host_path() {
-  // An empty variable counts as unset (`HANPU_HOST_DEVICE= hanpu ...` asks for the default).
-  const auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v != nullptr ? v : "";
-  };
   if (const std::string p = env("HANPU_HOST_DEVICE"); !p.empty()) return p;
   if (const std::string x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/hanpu/host.json";
   if (const std::string h = env("HOME"); !h.empty()) return h + "/.cache/hanpu/host.json";
@@ -282,8 +288,7 @@ Status load_host_device(const std::string& kernel_set, Device* out, std::string*
   const Status loaded = load_device(path, &d);
   // A file the user named (HANPU_HOST_DEVICE) must load; the cache's own file, which a user may not know
   // exists, is set aside like a stale one, so that a damaged cache does not fail every engine call.
-  const char* named = std::getenv("HANPU_HOST_DEVICE");
-  if (!loaded.ok() && named != nullptr && *named != '\0') return loaded;
+  if (!loaded.ok() && !env("HANPU_HOST_DEVICE").empty()) return loaded;
   std::string why;
   if (!loaded.ok()) {
     why = "does not load (" + loaded.message() + ")";
