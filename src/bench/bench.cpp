@@ -62,11 +62,9 @@ Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out
   return Status::Ok();
 }
 
-Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* out) {
+Status ablation_steps(Precision mode, std::vector<std::pair<std::string, EngineConfig>>* out) {
   out->clear();
-  std::vector<Precision> modes;
-  HANPU_RETURN_IF_ERROR(bench_precision_modes(cfg, &modes));
-  if (modes.front() == Precision::kBf16) {
+  if (mode == Precision::kBf16) {
     for (plan::Packing p : {plan::Packing::kPackAlways, plan::Packing::kNeverKeep, plan::Packing::kPlanned}) {
       EngineConfig c;
       c.packing = p;
@@ -239,7 +237,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   std::vector<BenchRun> runs;
   if (cfg.ablation) {
     std::vector<std::pair<std::string, EngineConfig>> steps;
-    HANPU_RETURN_IF_ERROR(ablation_steps(cfg, &steps));
+    HANPU_RETURN_IF_ERROR(ablation_steps(modes.front(), &steps));
     for (auto& [name, ec] : steps) runs.push_back({name, ec, modes.front()});
   } else {
     for (const std::string& name : cfg.strategies) {

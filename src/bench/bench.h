@@ -32,8 +32,9 @@ struct BenchConfig;
 // + layout planning (the layout DP on the host description instead of the fixed row-major layouts).
 // In bf16 precision it is the packing ablation instead (plan/packing.h): the hanpu strategy with its GEMMs'
 // right operands packed by every GEMM call (pack-always), by every product (never-keep), and as the layout
-// DP plans it (planned), each with the planner's estimate beside the measurement.
-Status ablation_steps(const BenchConfig& cfg, std::vector<std::pair<std::string, EngineConfig>>* steps);
+// DP plans it (planned), each with the planner's estimate beside the measurement. `mode`: the bench's one
+// precision mode, resolved (bench_precision_modes).
+Status ablation_steps(Precision mode, std::vector<std::pair<std::string, EngineConfig>>* steps);
 
 struct BenchConfig {
   std::string preset = "qwen3.5-0.8b";
