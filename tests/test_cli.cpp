@@ -194,6 +194,9 @@ TEST(Cli, PrecisionModesThroughBenchAndVerify) {
     if (r["strategy"] != "hanpu") continue;
     EXPECT_EQ(r["breakdown_estimate_step_us"].size(), r["breakdown_ms"].size());
     EXPECT_GT(r["breakdown_estimate_step_us"]["gemm"].get<double>(), 0);
+    // A whole run's steps also ask for the next step's rows (3 chunks of 2 heads on 2 threads: some do).
+    EXPECT_GT(r["breakdown_ms"]["prefetch"].get<double>(), 0) << r.dump();
+    EXPECT_TRUE(r["breakdown_estimate_step_us"].contains("prefetch")) << r.dump();
   }
   EXPECT_NE(log.find("the planner's estimate (host description), per step (us): load"), std::string::npos) << log;
   ASSERT_EQ(run_cli("bench --heads 2 --tokens 130 --threads 2 --strategies hanpu --reps 1 --dtype bf16 "
@@ -855,7 +858,9 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_GT(d.solve_macs_per_cycle, 0);  // the inverse and the chunk rows, measured
   EXPECT_GT(d.rows_load_bytes_per_cycle, 0);
   EXPECT_GT(d.rows_store_bytes_per_cycle, 0);
+  EXPECT_GT(d.rows_memory_bytes_per_cycle, 0);  // and their trip from memory
   EXPECT_NE(log.find("triangular inverse"), std::string::npos) << log;
+  EXPECT_NE(log.find("chunk rows from memory"), std::string::npos) << log;
   EXPECT_EQ(d.calibration_format, plan::kCalibrationFormat);  // what it measured, for load_host_device
   EXPECT_EQ(d.calibration_kernel_set, active_kernels().name);
   ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);

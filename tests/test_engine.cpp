@@ -181,7 +181,7 @@ TEST(Engine, BreakdownTimesEveryChunkStepAndChangesNoResult) {
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(o1.bytes, o2.bytes);
   EXPECT_TRUE(plain.breakdown_ms.empty());
-  ASSERT_EQ(timed.breakdown_ms.size(), 6u);
+  ASSERT_EQ(timed.breakdown_ms.size(), static_cast<std::size_t>(Part::kCount));
   EXPECT_EQ(timed.chunk_steps, 4 * 4);  // 4 heads x ceil(200 / 64) chunks
   double total = 0;
   for (const auto& [part, ms] : timed.breakdown_ms) {
@@ -192,6 +192,9 @@ TEST(Engine, BreakdownTimesEveryChunkStepAndChangesNoResult) {
   EXPECT_LE(total, 2 * wall_ms);  // two threads at most
   EXPECT_EQ(timed.breakdown_ms[3].first, "gemm");
   EXPECT_GT(timed.breakdown_ms[3].second, 0);
+  // Between steps, the next step's rows asked for: each thread's two heads run 4 chunks in lockstep.
+  EXPECT_EQ(timed.breakdown_ms[static_cast<int>(Part::kPrefetch)].first, "prefetch");
+  EXPECT_GT(timed.breakdown_ms[static_cast<int>(Part::kPrefetch)].second, 0);
 }
 
 // hanpu bench --parts runs the engine's own chunk program (engine_chunk_program) through HeadSteps with
@@ -240,7 +243,8 @@ TEST(Engine, TimedHeadStepsChangeNoResultAndTimeTheirParts) {
 
 // The planner's estimate beside the breakdown (hanpu bench --breakdown) files each chunk-graph operator
 // under the part the engine times it in: matrix work never under the vector passes or the load, the gate
-// cumsum with the load, O with the store; every part of every graph's operators is one of the six.
+// cumsum with the load, O with the store; every part of every graph's operators is one of a step's own six
+// (the prefetch between steps is no operator's).
 TEST(Engine, EveryChunkOperatorFallsInThePartTheEngineTimesItIn) {
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     for (bool gemm_first : {false, true}) {
@@ -249,7 +253,7 @@ TEST(Engine, EveryChunkOperatorFallsInThePartTheEngineTimesItIn) {
       const plan::Graph g = plan::build_chunk_graph(kind, 64, 128, 128, go);
       for (const plan::OpNode& op : g.ops) {
         const Part part = part_of(op.code);
-        ASSERT_LT(static_cast<int>(part), static_cast<int>(Part::kCount)) << op.name;
+        ASSERT_LT(static_cast<int>(part), kStepParts) << op.name;  // a step's own part, never the prefetch
         if (op.engine == plan::Engine::kMatrix) {
           EXPECT_TRUE(part == Part::kScores || part == Part::kInverse || part == Part::kGemm) << op.name;
         }

@@ -455,13 +455,19 @@ TEST(PlanLayout, OperatorCyclesSumToThePlansCost) {
 
 // The host's measured solve rate and chunk-row costs (hanpu calibrate): the solve at its own rate, the rows'
 // load with the gate cumsum and their store with O, constants of every layout, so the plan is the same and
-// its cost grows by exactly them; op_cycles files them with those operators (the load and store parts).
+// its cost grows by exactly them; op_cycles files them with those operators (the load and store parts). The
+// rows' trip from memory is beside the plan, not in its cost: the graph's input and output bytes at its
+// rate (step_memory_cycles), nothing where the description does not give one (the shipped host, the NPUs).
 TEST(PlanLayout, HostChunkRowsAndSolveRateMoveTheEstimateNotThePlan) {
   const Device base = shipped("host");
   Device d = base;
   d.solve_macs_per_cycle = 2.5;
   d.rows_load_bytes_per_cycle = 8;
   d.rows_store_bytes_per_cycle = 16;
+  d.rows_memory_bytes_per_cycle = 32;
+  Plan npu;
+  ASSERT_TRUE(make_plan(Kind::kGdn, shipped("ascend-310p"), PlanOptions{}, &npu).ok());
+  EXPECT_EQ(step_memory_cycles(npu, shipped("ascend-310p")), 0);
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
     for (bool bf16 : {false, true}) {
       PlanOptions po;
@@ -473,6 +479,8 @@ TEST(PlanLayout, HostChunkRowsAndSolveRateMoveTheEstimateNotThePlan) {
       const int64_t C = p1.graph.C, K = p1.graph.K, V = p1.graph.V, w = kind == Kind::kKda ? K : 1;
       const double solve = C * (C - 1.0) * (C - 2.0) / 6.0;
       const double load = (2.0 * C * K + C * V + C * w + C) * 4 / 8, store = C * V * 4.0 / 16;
+      EXPECT_EQ(step_memory_cycles(p0, base), 0);
+      EXPECT_NEAR(step_memory_cycles(p1, d), load * 8 / 32 + store * 16 / 32, 1e-9 * load) << kind_name(kind);
       const double extra = load + store + solve / 2.5 - solve / base.matrix_macs_per_cycle;
       EXPECT_NEAR(p1.layouts.cost - p0.layouts.cost, extra, 1e-9 * p1.layouts.cost) << kind_name(kind) << " " << bf16;
       const std::vector<double> c0 = op_cycles(p0, base), c1 = op_cycles(p1, d);

@@ -190,14 +190,15 @@ Status run_decode_bench(const BenchConfig& cfg, int threads, const std::function
 }
 
 // The planner's estimate of one (chunk, head) step of the packing choice (its chunk plan on the host
-// description, as the engine plans the call) beside the measured thread time per step.
+// description, as the engine plans the call, and the rows' trip from memory) beside the measured thread
+// time per step.
 Status packing_estimate(const BenchConfig& cfg, plan::Packing packing, int64_t T, int threads, int64_t C,
                         BenchRecord* rec) {
   plan::Device host;
   HANPU_RETURN_IF_ERROR(plan::load_this_host(&host, nullptr));
   plan::Plan pl;
   HANPU_RETURN_IF_ERROR(host_chunk_plan(cfg, host, true, packing, C, &pl));
-  rec->estimate_step_us = pl.layouts.cost / (pl.clock_ghz * 1e3);
+  rec->estimate_step_us = (pl.layouts.cost + plan::step_memory_cycles(pl, host)) / (pl.clock_ghz * 1e3);
   const double steps = static_cast<double>((T + C - 1) / C * cfg.HV);
   rec->step_us = rec->median_ms * 1e3 * threads / steps;
   return Status::Ok();
@@ -397,7 +398,7 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
         // The model's step is a whole head's chunk: only where no head was split into column slices.
         const bool whole_heads = ts.chunk_steps == (T + opt.chunk_size - 1) / opt.chunk_size * cfg.HV;
         if (whole_heads && !(cfg.ablation && !bf16)) {
-          HANPU_RETURN_IF_ERROR(step_estimate_by_part(cfg, ec.packing, bf16, opt.chunk_size, &rec));
+          HANPU_RETURN_IF_ERROR(step_estimate_by_part(cfg, ec.packing, bf16, opt.chunk_size, /*whole_run=*/true, &rec));
         }
       }
       rec.kind = kind_name(cfg.kind);

@@ -81,14 +81,16 @@ struct BenchRecord {
   double speedup_vs_exact = NAN, speedup_vs_exact_min = NAN, speedup_vs_exact_max = NAN;
   double matrix_utilization = 0;  // gflops / matrix_peak_gflops
   // The packing ablation's records: thread time per (chunk, head) step (median_ms x threads / steps) and
-  // the planner's estimate of one step (its per-chunk cost on the host description); NaN elsewhere.
+  // the planner's estimate of one step (its per-chunk cost on the host description and the rows' trip from
+  // memory, plan::step_memory_cycles); NaN elsewhere.
   double step_us = NAN, estimate_step_us = NAN;
   // With BenchConfig::breakdown (hanpu strategy records): ms per kind of chunk step, summed over threads,
   // from one extra run (RunStats::breakdown_ms), and the (chunk, head slice) steps it ran.
   std::vector<std::pair<std::string, double>> breakdown_ms;
   int64_t chunk_steps = 0;
   // Beside it, the planner's estimate of one step by the same parts (us): the host chunk plan of the run
-  // (plan::op_cycles, each operator in its part); empty where the run's plan is not that (the exact
+  // (plan::op_cycles, each operator in its part, and plan::step_memory_cycles as the prefetch part; --parts:
+  // a step's own parts only); empty where the run's plan is not that (the exact
   // ablation's earlier steps, column-sliced heads, a --plan for another device).
   std::vector<std::pair<std::string, double>> model_breakdown_us;
   // BenchConfig::parts records: each part's median and least time over the in-cache steps (us; the step's

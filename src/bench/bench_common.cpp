@@ -54,7 +54,8 @@ Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf
   return plan::make_plan(cfg.kind, host, po, out);
 }
 
-Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, BenchRecord* rec) {
+Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, bool whole_run,
+                             BenchRecord* rec) {
   plan::Device host;
   HANPU_RETURN_IF_ERROR(plan::load_this_host(&host, nullptr));
   plan::Plan pl;
@@ -69,8 +70,9 @@ Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool
   for (std::size_t i = 0; i < cycles.size(); ++i) {
     us[static_cast<int>(part_of(pl.graph.ops[i].code))] += cycles[i] / (pl.clock_ghz * 1e3);
   }
+  us[static_cast<int>(Part::kPrefetch)] = plan::step_memory_cycles(pl, host) / (pl.clock_ghz * 1e3);
   rec->model_breakdown_us.clear();
-  for (int part = 0; part < static_cast<int>(Part::kCount); ++part) {
+  for (int part = 0; part < (whole_run ? static_cast<int>(Part::kCount) : kStepParts); ++part) {
     rec->model_breakdown_us.emplace_back(part_name(static_cast<Part>(part)), us[part]);
   }
   return Status::Ok();

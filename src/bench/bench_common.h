@@ -30,8 +30,11 @@ BenchInputs bench_inputs(const BenchConfig& cfg, int64_t T, int64_t H, int64_t H
 // The planner's estimate of one (chunk, head) step of a hanpu run by breakdown part, into
 // rec->model_breakdown_us: the chunk plan the engine ran (cfg.plan's, or the host plan of the call's shape,
 // precision and packing), each operator's cost in the part the engine times it in (exec/chunk_kernels.h
-// part_of). Left empty where cfg.plan was made for another device's costs.
-Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, BenchRecord* rec);
+// part_of), and for a whole run's step (whole_run) the rows' trip from memory as the prefetch part
+// (plan::step_memory_cycles; a step in cache has no such part). Left empty where cfg.plan was made for
+// another device's costs.
+Status step_estimate_by_part(const BenchConfig& cfg, plan::Packing packing, bool bf16, int64_t C, bool whole_run,
+                             BenchRecord* rec);
 
 // The host chunk plan of a call of the bench's shape (kind, K, V, C, precision, packing).
 Status host_chunk_plan(const BenchConfig& cfg, const plan::Device& host, bool bf16, plan::Packing packing, int64_t C,

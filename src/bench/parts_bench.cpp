@@ -16,11 +16,8 @@ namespace hanpu {
 namespace {
 
 constexpr int64_t kWarmups = 20;  // steps before the timed ones: caches, page faults and clocks settle
-constexpr int kParts = static_cast<int>(Part::kCount);
-
-}  // namespace
-
-namespace {
+// A step's own parts: one step in cache asks for no later rows (Part::kPrefetch).
+constexpr int kParts = kStepParts;
 
 // One precision mode's step: its problem, chunk program and steps (HeadSteps keeps references to the first
 // two), and the times of its timed steps.
@@ -130,7 +127,7 @@ Status run_parts_bench(const BenchConfig& cfg, const std::function<void(const st
       rec.parts_us.emplace_back(name, percentile_median(ns) / 1e3);
       rec.parts_min_us.emplace_back(name, *std::min_element(ns.begin(), ns.end()) / 1e3);
     }
-    HANPU_RETURN_IF_ERROR(step_estimate_by_part(cfg, ec.packing, bf16, C, &rec));
+    HANPU_RETURN_IF_ERROR(step_estimate_by_part(cfg, ec.packing, bf16, C, /*whole_run=*/false, &rec));
     char line[256];
     std::snprintf(line, sizeof line, "parts %s %s %s: one chunk step in cache %.2f us (median of %lld; best %.2f us)",
                   rec.kind.c_str(), rec.preset.c_str(), rec.precision.c_str(), rec.median_ms * 1e3,

@@ -63,18 +63,25 @@ Tensor bf16_tensor(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1.
   return t;
 }
 
+// The problem of a GDN call on bf16 rows [1, T, H, K] as bench runs it (q and k l2-normalised, chunk size C);
+// it views the tensors.
+Status gdn_rows_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        int64_t C, Problem* p) {
+  Inputs in{q.view(), k.view(), v.view(), g.view(), beta.view(), {}, {}, {}, {}};
+  Options o;
+  o.chunk_size = C;
+  o.use_qk_l2norm_in_kernel = true;
+  return validate_problem(in, o, Mode::kChunk, p);
+}
+
 // Median ns of ChunkInputs::load on one GDN chunk [C rows, K, V] of bf16 inputs with q and k l2-normalised,
 // and of store_o_rows on its bf16 output rows.
 Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t_load, double* t_store) {
   const int64_t C = opt.C, K = opt.K, V = opt.V;
   const Tensor q = bf16_tensor({1, C, 1, K}, rng), k = bf16_tensor({1, C, 1, K}, rng), v = bf16_tensor({1, C, 1, V}, rng);
   const Tensor g = bf16_tensor({1, C, 1}, rng, -0.101f, -0.001f), beta = bf16_tensor({1, C, 1}, rng, 0.0f, 1.0f);
-  Inputs in{q.view(), k.view(), v.view(), g.view(), beta.view(), {}, {}, {}, {}};
-  Options o;
-  o.chunk_size = C;
-  o.use_qk_l2norm_in_kernel = true;
   Problem p;
-  HANPU_RETURN_IF_ERROR(validate_problem(in, o, Mode::kChunk, &p));
+  HANPU_RETURN_IF_ERROR(gdn_rows_problem(q, k, v, g, beta, C, &p));
   const RowLoader<float> rows(p);
   ChunkInputs ci(C, K, V, 1);
   *t_load = median_ns(opt.reps, [&] { ci.load(p, rows, p.seqs[0], 0, {C, 0, 0, V}); });
@@ -82,6 +89,42 @@ Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t
   const TensorView ov = with_strides(out.view());
   const AlignedVector<float> o_rows = random_floats(C * V, rng);
   *t_store = median_ns(opt.reps, [&] { store_o_rows(ov, 0, 0, C, 0, 0, V, o_rows.data()); });
+  return Status::Ok();
+}
+
+// Mean ns of asking for one (chunk, head) step's rows from memory as the hanpu strategy does between steps
+// (ChunkInputs::prefetch and prefetch_o_rows, one step ahead): the bf16 q, k, v, gate, beta and o rows of a
+// [1, T, H, K] call with H = 16 heads at T = 4096 (64 MiB of rows: bench's GDN preset), visited in the
+// engine's order (chunk by chunk, one thread's lockstep group of 8 heads), with `between` (in-cache work of
+// about a step) after each burst, so that each starts with the miss slots free, as in a run. The mean of a
+// pass, not a median: a chunk's first head finds its rows on pages no step touched yet and pays about twice
+// the others (timed in run_group on the Intel Xeon with AMX: 7-11 against 3-4 us), and a run pays both.
+// The median of three passes.
+template <typename F>
+Status time_rows_from_memory(const CalibrateOptions& opt, F between, double* t_fetch) {
+  const int64_t C = opt.C, K = opt.K, V = opt.V, H = 16, T = 64 * C, group = 8;
+  const Tensor q(DType::kBF16, {1, T, H, K}), k = q, v(DType::kBF16, {1, T, H, V}), o = v;
+  const Tensor g(DType::kBF16, {1, T, H}), beta = g;
+  Problem p;
+  HANPU_RETURN_IF_ERROR(gdn_rows_problem(q, k, v, g, beta, C, &p));
+  const TensorView ov = with_strides(o.view());
+  const ChunkInputs ci(C, K, V, 1);
+  std::vector<double> pass_means;
+  for (int pass = 0; pass < 3; ++pass) {
+    double ns = 0;
+    for (int64_t t0 = 0; t0 < T; t0 += C) {
+      for (int64_t h = 0; h < group; ++h) {
+        const auto start = std::chrono::steady_clock::now();
+        ci.prefetch(p, p.seqs[0], h, {C, t0, 0, V});
+        prefetch_o_rows(ov, 0, t0, C, h, 0, V);
+        ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+        between();
+      }
+    }
+    pass_means.push_back(ns / static_cast<double>(T / C * group));
+  }
+  std::sort(pass_means.begin(), pass_means.end());
+  *t_fetch = pass_means[1];
   return Status::Ok();
 }
 
@@ -203,6 +246,13 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   const double in_bytes = g.bytes_of(Role::kInput), out_bytes = g.bytes_of(Role::kOutput);
   std::snprintf(line, sizeof line, "chunk rows (bf16, l2norm, in cache): load %.0f ns, store %.0f ns", t_load, t_store);
   progress(line);
+  // The same rows' trip from memory, asked for a step ahead (a chunk GEMM in cache between the steps).
+  double t_fetch = 0;
+  HANPU_RETURN_IF_ERROR(time_rows_from_memory(
+      opt, [&] { simd::gemm_nn(C, V, K, a.data(), K, b.data(), V, false, c.data(), V); }, &t_fetch));
+  std::snprintf(line, sizeof line, "chunk rows from memory (bf16, 64 MiB, prefetched a step ahead): %.0f ns a step",
+                t_fetch);
+  progress(line);
 
   j["description"] = "The CPU hanpu builds on, one core per head, with costs measured by hanpu calibrate (ns)";
   j["clock_ghz"] = measured(1.0, "calibrated costs are in nanoseconds: the clock is fixed at 1 GHz");
@@ -215,6 +265,10 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
       measured(in_bytes / t_load, by + "loading a GDN chunk's bf16 rows (l2norm, in cache), per fp32 byte of its inputs");
   j["chunk_rows"]["store_bytes_per_cycle"] =
       measured(out_bytes / t_store, by + "storing a chunk's o rows as bf16, per fp32 byte of O");
+  j["chunk_rows"]["memory_bytes_per_cycle"] = measured(
+      (in_bytes + out_bytes) / t_fetch,
+      by + "asking for a (chunk, head) step's bf16 rows and o rows from memory a step ahead (prefetch bursts over "
+           "64 MiB, a thread's 8 heads in lockstep, mean of a pass), per fp32 byte of its inputs and O");
   j["layout"]["transform_bytes_per_cycle"] = measured(2.0 / slope, by + "packing a C x K block into a panel (slope)");
   j["layout"]["transform_fixed_cycles"] = measured(fixed, by + "packing a C x K block into a panel (intercept)");
   const std::string unit = by + "kernel set " + ks.name + " (" + ks.bf16_unit + "), ";

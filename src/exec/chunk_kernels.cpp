@@ -229,7 +229,7 @@ int64_t chunk_input_bytes(const Problem& p, int64_t L, int64_t Vc) {
 
 
 const char* part_name(Part p) {
-  static const char* const names[] = {"load", "scores", "inverse", "gemm", "vector", "store"};
+  static const char* const names[] = {"load", "scores", "inverse", "gemm", "vector", "store", "prefetch"};
   return names[static_cast<int>(p)];
 }
 

@@ -18,8 +18,14 @@
 
 namespace hanpu {
 
-// The kinds of chunk step the hanpu strategy's time breakdown tells apart (RunStats::breakdown_ms).
-enum class Part { kLoad, kScores, kInverse, kGemm, kVector, kStore, kCount };
+// The kinds of chunk step the hanpu strategy's time breakdown tells apart (RunStats::breakdown_ms). The
+// first kStepParts are a step's own work; kPrefetch is the time between steps spent asking for the next
+// step's rows (ChunkInputs::prefetch, prefetch_o_rows): a burst of about a thousand lines, each of which waits
+// for one of the core's few miss slots, so it takes about the rows' trip from memory (3-11 us a GDN step
+// on the Intel Xeon with AMX, T = 4096) and is a share of a whole run that a step in cache (bench --parts,
+// which prefetches nothing) does not show.
+enum class Part { kLoad, kScores, kInverse, kGemm, kVector, kStore, kPrefetch, kCount };
+inline constexpr int kStepParts = static_cast<int>(Part::kPrefetch);
 const char* part_name(Part p);
 // The part a chunk-graph operator's time falls in, as the hanpu strategy times its steps: the gate cumsum
 // and decay factors with the rows' load; the score products, masks and KDA's scaled operands with the

@@ -362,6 +362,7 @@ void run_group(const Problem& p, const RowLoader<float>& rows, const Work* group
     for (int64_t j = 0; j < g; ++j) {
       const int64_t nj = j + 1 < g ? j + 1 : 0, nt0 = j + 1 < g ? t0 : t0 + p.opt.chunk_size;
       if (nt0 < s.begin + s.len) {
+        StepTimer timer(cnt, Part::kPrefetch);
         const ChunkRows next = chunk_at(p, group[nj], nt0);
         ws.prep.in.prefetch(p, s, group[nj].hv, next);
         prefetch_o_rows(out.o, s.batch, next.t0, next.L, group[nj].hv, next.c0, next.Vc);

@@ -251,6 +251,9 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     const JsonReader cx = r.child("chunk_rows");
     d.rows_load_bytes_per_cycle = cx.sourced_number("load_bytes_per_cycle");
     d.rows_store_bytes_per_cycle = cx.sourced_number("store_bytes_per_cycle");
+    if (r.ok() && cx.raw().contains("memory_bytes_per_cycle")) {
+      d.rows_memory_bytes_per_cycle = cx.sourced_number("memory_bytes_per_cycle");
+    }
   }
   if (r.ok() && j.contains("sim")) read_sim(r, d);
   if (r.ok() && j.contains("calibration")) {

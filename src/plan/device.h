@@ -49,8 +49,9 @@ struct SimParams {
 // The format of the descriptions `hanpu calibrate` writes (their "calibration" object), raised whenever what
 // it measures or what the cost model reads from it changes meaning, so that one an older hanpu wrote is set
 // aside instead of read with the new meaning (2: the bf16 rate measured on bf16 rows and the unit's tile, the
-// first format written; a calibration without the object predates it).
-inline constexpr int kCalibrationFormat = 2;
+// first format written, 3: the chunk rows' trip from memory, chunk_rows.memory_bytes_per_cycle; a calibration
+// without the object predates them).
+inline constexpr int kCalibrationFormat = 3;
 
 struct Device {
   std::string name, description, origin;  // origin: the file it came from
@@ -111,6 +112,11 @@ struct Device {
   // (the engine's load step) and with O (its store step); 0: not modelled (the NPU model moves rows with its
   // own DMA queues).
   double rows_load_bytes_per_cycle = 0, rows_store_bytes_per_cycle = 0;
+  // Optional (chunk_rows.memory_bytes_per_cycle): asking for a (chunk, head) step's rows from memory one step
+  // ahead (the engine's prefetch burst, each line waiting for a free miss slot), per fp32 byte of the chunk
+  // graph's inputs and O as the calibration's bf16 rows. Not an operator's: a whole run's step pays it
+  // between steps, a step in cache does not (step_memory_cycles); 0: not modelled.
+  double rows_memory_bytes_per_cycle = 0;
   bool has_sim = false;
   SimParams sim;
 

@@ -526,4 +526,9 @@ std::vector<double> op_cycles(const Plan& p, const Device& d) {
   return c;
 }
 
+double step_memory_cycles(const Plan& p, const Device& d) {
+  if (d.rows_memory_bytes_per_cycle <= 0) return 0;
+  return (p.graph.bytes_of(Role::kInput) + p.graph.bytes_of(Role::kOutput)) / d.rows_memory_bytes_per_cycle;
+}
+
 }  // namespace hanpu::plan

@@ -92,4 +92,10 @@ std::string plan_report(const Plan& p);
 // repacks belong to no single transform). For the model's side of `hanpu bench --breakdown`.
 std::vector<double> op_cycles(const Plan& p, const Device& d);
 
+// What a whole run's step costs beyond the plan's operators on device d: asking for its rows from memory
+// one step ahead, the chunk graph's input and output bytes at Device::rows_memory_bytes_per_cycle (0 where
+// d does not give it). The same in every layout, so never part of the plan's cost: bench adds it to a
+// whole run's estimate, not to a step in cache's.
+double step_memory_cycles(const Plan& p, const Device& d);
+
 }  // namespace hanpu::plan
