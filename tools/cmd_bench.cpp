@@ -115,8 +115,8 @@ Runner add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
   app.add_flag("--breakdown", a->cfg.breakdown,
-               "Also time the hanpu strategy's chunk steps by kind (load, scores, inverse, gemm, vector, store) in "
-               "one extra run per length");
+               "Also time the hanpu strategy's chunk steps by kind (load, scores, inverse, gemm, vector, store, and "
+               "prefetch: asking for the next step's rows) in one extra run per length");
   app.add_option("--strategies", a->cfg.strategies, "Strategies to run (default: native,fla,fla-megakernel,flashqla,hanpu)")->delimiter(',');
   app.add_flag("--ablation", a->cfg.ablation,
                "Instead of --strategies: fla, then +fusion, +tail-split, +chunk-first, +gemm-first, +layout-plan "
