@@ -15,6 +15,7 @@
 #include "core/aligned.h"
 #include "exec/chunk_kernels.h"
 #include "exec/fp_mode.h"
+#include "exec/strategies.h"
 #include "kernels/kernel_set.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
@@ -95,14 +96,14 @@ Status time_chunk_rows(const CalibrateOptions& opt, std::mt19937& rng, double* t
 // Mean ns of asking for one (chunk, head) step's rows from memory as the hanpu strategy does between steps
 // (ChunkInputs::prefetch and prefetch_o_rows, one step ahead): the bf16 q, k, v, gate, beta and o rows of a
 // [1, T, H, K] call with H = 16 heads at T = 4096 (64 MiB of rows: bench's GDN preset), visited in the
-// engine's order (chunk by chunk, one thread's lockstep group of 8 heads), with `between` (in-cache work of
-// about a step) after each burst, so that each starts with the miss slots free, as in a run. The mean of a
-// pass, not a median: a chunk's first head finds its rows on pages no step touched yet and pays about twice
-// the others (timed in run_group on the Intel Xeon with AMX: 7-11 against 3-4 us), and a run pays both.
-// The median of three passes.
+// engine's order (chunk by chunk, one thread's lockstep group: lockstep_heads, 8 at K = V = 128), with
+// `between` (in-cache work of about a step) after each burst, so that each starts with the miss slots free,
+// as in a run. The mean of a pass, not a median: a chunk's first head finds its rows on pages no step
+// touched yet and pays about twice the others (timed in run_group on the Intel Xeon with AMX: 7-11 against
+// 3-4 us), and a run pays both. The median of three passes.
 template <typename F>
 Status time_rows_from_memory(const CalibrateOptions& opt, F between, double* t_fetch) {
-  const int64_t C = opt.C, K = opt.K, V = opt.V, H = 16, T = 64 * C, group = 8;
+  const int64_t C = opt.C, K = opt.K, V = opt.V, H = 16, T = 64 * C, group = std::min(H, lockstep_heads(K, V));
   const Tensor q(DType::kBF16, {1, T, H, K}), k = q, v(DType::kBF16, {1, T, H, V}), o = v;
   const Tensor g(DType::kBF16, {1, T, H}), beta = g;
   Problem p;

@@ -1,6 +1,8 @@
 // The engine's strategies (include/hanpu/engine.h), each a function over a validated problem.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 
 #include "exec/chunk_kernels.h"
@@ -20,6 +22,14 @@ void run_hanpu(const Problem& p, const ChunkProgram& prog, const plan::Mapping& 
 void run_materialising(const Problem& p, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out, RunStats* stats);
 void run_flashqla(const Problem& p, const EngineConfig& cfg, const plan::Mapping& mp, ThreadPool& pool, const Outputs& out,
                   RunStats* stats);
+
+// The most heads of one sequence and column slice a hanpu thread runs in lockstep (chunk c of each, then
+// chunk c + 1), for states of [K, Vc] fp32: as many as fit half of a 1 MiB L2, leaving the other half for
+// the chunk intermediates (about 0.5 MiB at C = 64, K = V = 128); 8 at K = V = 128.
+inline int64_t lockstep_heads(int64_t K, int64_t Vc) {
+  constexpr int64_t kGroupStateBytes = 512 * 1024;
+  return std::max<int64_t>(1, kGroupStateBytes / (K * Vc * 4));
+}
 
 // One (sequence, value head) of a validated problem run step by step on the calling thread, for hanpu
 // fuse's host chunk tasks: the hanpu strategy's own steps, so that running them in order computes, for that

@@ -40,10 +40,6 @@ namespace hanpu {
 
 namespace {
 
-// States kept on-core per thread when heads run in lockstep groups: half of a 1 MiB L2, leaving the
-// other half for the chunk intermediates (about 0.5 MiB at C = 64, K = V = 128).
-constexpr int64_t kGroupStateBytes = 512 * 1024;
-
 // bf16 GDN: decays applied to GEMM results, not rounded operands (see the top of this file).
 bool decays_on_results(const Problem& p) { return p.bf16_gemm && p.kind == Kind::kGdn; }
 
@@ -408,7 +404,7 @@ void run_heads(const Problem& p, const ChunkProgram& prog, ThreadPool& pool,
   pool.run([&](int t) {
     if (plan[t].empty()) return;
     const int64_t vmax = max_columns(plan[t]);
-    const int64_t g_max = std::max<int64_t>(1, kGroupStateBytes / (p.K * vmax * 4));
+    const int64_t g_max = lockstep_heads(p.K, vmax);
     HeadWorkspace& ws = thread_workspace(p, vmax);
     const std::vector<Work>& mine = plan[t];
     std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) ranges of `mine`
