@@ -1189,9 +1189,11 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
   for (const KernelSet& ks : kernel_sets()) {
     std::mt19937_64 rng(std::hash<std::string>()(ks.name));
     const int64_t cb = ks.gemm_column_block;
+    // M and N cross the Highway sets' register blocks (kernels/simd.cc: 6 or 8 rows, then 4, then single rows;
+    // 4, 3, 2 and 1 vectors of columns, then a column tail).
     for (bool trans_a : {false, true}) {
       for (int64_t M : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{17}}) {
-        for (int64_t N : {int64_t{1}, int64_t{7}, cb - 1, cb, cb + 1, 2 * cb + cb / 2 + 3}) {
+        for (int64_t N : {int64_t{1}, int64_t{7}, cb - 1, cb, cb + 1, 3 * cb / 2 + 5, 2 * cb + cb / 2 + 3}) {
           if (N < 1) continue;
           for (int64_t Kd : {int64_t{1}, int64_t{2}, int64_t{16}, int64_t{33}, int64_t{64}}) {
             for (bool bf16 : {false, true}) check_gemm(ks, trans_a, bf16, M, N, Kd, rng);
