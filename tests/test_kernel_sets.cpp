@@ -92,6 +92,30 @@ void check_column_split(const KernelSet& ks, std::mt19937_64& rng) {
   }
 }
 
+// gemm_scaled_acc gives its definition's bits (scale_rows over C, then gemm_nn / gemm_tn accumulating:
+// gemm_scaled_acc_by_parts on the same set) across the register blocks and a column tail, with one factor for
+// every row (stride 0), one a row, and none, leaving C's padding untouched.
+void check_scaled_acc(const KernelSet& ks, std::mt19937_64& rng) {
+  for (bool trans_a : {false, true}) {
+    for (int64_t M : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{128}}) {
+      for (int64_t N : {int64_t{5}, int64_t{53}, int64_t{128}}) {
+        for (int64_t Kd : {int64_t{1}, int64_t{33}, int64_t{64}}) {
+          const int64_t lda = (trans_a ? M : Kd) + 3, ldb = N + 1, ldc = N + 2;
+          const std::vector<float> A = randn((trans_a ? Kd : M) * lda, rng), B = randn(Kd * ldb, rng);
+          const std::vector<float> C0 = randn(M * ldc, rng), f = randn(M, rng);
+          for (RowScale rs : {RowScale{}, RowScale{f.data(), 0}, RowScale{f.data(), 1}}) {
+            std::vector<float> want = C0, got = C0;
+            gemm_scaled_acc_by_parts(ks, trans_a, M, N, Kd, A.data(), lda, B.data(), ldb, want.data(), ldc, rs);
+            ks.gemm_scaled_acc(ks, trans_a, M, N, Kd, A.data(), lda, B.data(), ldb, got.data(), ldc, rs);
+            ASSERT_EQ(want, got) << ks.name << (trans_a ? " TN " : " NN ") << M << "x" << N << "x" << Kd
+                                 << " row factors " << (rs.s ? (rs.stride ? "a row" : "one") : "none");
+          }
+        }
+      }
+    }
+  }
+}
+
 // A packed operand gives gemm_nn_bf16's bits for every sub-product the engine takes of it: all of it, its
 // leading even Kd rows (a lower-triangular product's row blocks), its leading N columns (the score blocks),
 // with and without accumulation, at packed shapes with odd Kd and column tails.
@@ -1202,6 +1226,7 @@ TEST(KernelSets, EveryEntryOfEverySetMatchesItsDefinition) {
       }
     }
     check_column_split(ks, rng);
+    check_scaled_acc(ks, rng);
     check_tile_edges(ks, rng);
     check_packed_bf16(ks, rng);
     check_carrying(ks, rng);

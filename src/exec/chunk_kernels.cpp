@@ -320,11 +320,6 @@ const float* residual(int64_t rows, int64_t cols, const float* X, int64_t ldx) {
   return lo.data();
 }
 
-// dst = diag(e^{G_last}) S on [K, cols]: the update's decayed old state, which its product accumulates onto.
-void decay_state(const ChunkInputs& in, int64_t cols, const float* S, float* dst) {
-  simd::scale_rows(in.K, cols, S, cols, in.g_last.data(), in.w == 1 ? 0 : 1, nullptr, dst, cols);
-}
-
 }  // namespace
 
 void pack_right(int64_t Kd, int64_t N, const float* X, int64_t ldx, bool split, Bf16Operand* hi, Bf16Operand* lo) {
@@ -352,10 +347,12 @@ int update_terms(int64_t L, int64_t cols, const float* Vn, bool split, KeptOpera
   return split ? 2 : 1;
 }
 
+// The update's decay of the old state, diag(e^{G_last}) S [K, cols], as row factors on the prior C: one factor for
+// every row (GDN) or one a key channel (KDA).
 RowScale state_decay(const ChunkInputs& in) { return RowScale{in.g_last.data(), in.w == 1 ? 0 : 1}; }
 
 // dst = e^{G_last} S + sum_t K^T b_t with K^T read from bf16 key rows kr [L, K] (gemm_bf16_rows_tn), the decay as
-// the product's row factors on the prior C: decay_state's multiplies, with no pass of their own.
+// the product's row factors on the prior C: scale_rows' multiplies, with no pass of their own.
 void update_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const uint16_t* kr, int nt,
                           const Bf16Operand* const* b, float* dst, Counters& cnt) {
   const int64_t K = in.K;
@@ -372,7 +369,7 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
   if (cnt.bf16 && !terms.fp32) {
     // The terms chained over the prior state, its decay e^{G_last} as the product's row factors, the keys'
     // tile rows made once: one pass of S through the GEMM (kernels/kernel_set.h gemm_terms_bf16) where
-    // decay_state and one product per term made three. The same bits: the factors' one multiply, then each
+    // a decay pass and one product per term made three. The same bits: the factors' one multiply, then each
     // term's chain in order.
     const Bf16Operand* b[2];
     const int nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
@@ -381,12 +378,11 @@ void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S
     cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
     return;
   }
-  decay_state(in, cols, S, dst);
-  if (packed) {
-    gemm_in(false, K, cols, L, keys, L, Vn, cols, true, dst, cols, cnt);
-  } else {
-    gemm_tn_in(false, K, cols, L, keys, K, Vn, cols, true, dst, cols, cnt);
-  }
+  // The decay e^{G_last} on S's rows as they enter the product's accumulators (simd.h gemm_scaled_acc): a
+  // scale_rows pass's multiplies, then the fp32 product's chain, in one pass of S where the two made two.
+  if (dst != S) std::copy(S, S + K * cols, dst);
+  simd::gemm_scaled_acc(!packed, K, cols, L, keys, packed ? L : K, Vn, cols, dst, cols, state_decay(in));
+  cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
 }
 
 void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,

@@ -20,6 +20,12 @@ const std::vector<KernelSet>& kernel_sets() {
 
 const KernelSet& reference_kernel_set() { return kernel_sets().back(); }
 
+void gemm_scaled_acc_by_parts(const KernelSet& self, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A,
+                              int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, RowScale rs) {
+  if (rs.s) self.scale_rows(M, N, C, ldc, rs.s, rs.stride, nullptr, C, ldc);
+  (trans_a ? self.gemm_tn : self.gemm_nn)(M, N, Kd, A, lda, B, ldb, true, C, ldc);
+}
+
 const KernelSet& active_kernels() {
   static const KernelSet* chosen = [] {
     const std::vector<KernelSet>& sets = kernel_sets();

@@ -88,6 +88,9 @@ void gemm_terms_bf16_by_parts(const KernelSet& self, int64_t M, int64_t N, int64
                               RowScale rs);
 void scale_rows_bf16_by_parts(const KernelSet& self, int64_t rows, int64_t cols, const float* src, int64_t lds,
                               const float* scale, int64_t sw, uint16_t* dst, int64_t ldd);
+// KernelSet::gemm_scaled_acc's default (kernels/kernel_set.cpp): scale_rows over C, then gemm_nn / gemm_tn.
+void gemm_scaled_acc_by_parts(const KernelSet& self, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A,
+                              int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, RowScale rs);
 // KernelSet::kda_gate_factors' default (kernels/decay.cpp).
 void kda_gate_factors_by_parts(const KernelSet& self, int64_t L, int64_t w, const float* g, float* ga, float* eg,
                                float* eg_last, float* g_last);
@@ -264,6 +267,14 @@ struct KernelSet {
   // (G stored [L, w] in double); a set may run the cumsum in registers, bit for bit the same.
   void (*kda_gate_factors)(const KernelSet& self, int64_t L, int64_t w, const float* g, float* ga, float* eg,
                            float* eg_last, float* g_last) = &kda_gate_factors_by_parts;
+  // C = diag(s) C + op(A) B, op(A) = A [M, Kd] or, with trans_a, A^T for A stored [Kd, M]: the prior C's rows
+  // scaled by their factors (RowScale; none with a null s) and the fp32 product accumulated onto them, the bits
+  // of scale_rows over C (one multiply an element, sw = the stride) and then gemm_nn / gemm_tn accumulating.
+  // The state update's decayed state plus its product, diag(e^{G_last}) S + K^T V', in one pass of S where the
+  // two made two. The default composes those entries; a set may scale C on its way into the accumulators.
+  void (*gemm_scaled_acc)(const KernelSet& self, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A,
+                          int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                          RowScale rs) = &gemm_scaled_acc_by_parts;
 };
 
 // Every set this build compiled that this CPU runs, best first; the reference set last.

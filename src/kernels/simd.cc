@@ -39,14 +39,25 @@ constexpr int RowsFor(int) { return 6; }
 
 // C[MR rows, NV vectors] (+)= op(A)[MR, Kd] B[Kd, NV vectors]. D is a full or a 1-lane tag (column tail).
 // op(A)[r, p] is A[r * lda + p], or A[p * lda + r] with TransA: the broadcast source is all that changes.
-template <bool TransA, int MR, int NV, class D>
+// The accumulators start from zero, or from C (accumulate); with Scaled (KernelSet::gemm_scaled_acc) from C's
+// rows times their factors cs.s[r * cs.stride], scale_rows' one multiply an element (a template parameter:
+// the plain products' code stays as it is without factors; a run-time test there measured them 3% slower).
+template <bool TransA, bool Scaled, int MR, int NV, class D>
 HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B,
-                      int64_t ldb, bool accumulate, float* HWY_RESTRICT C, int64_t ldc) {
+                      int64_t ldb, bool accumulate, RowScale cs, float* HWY_RESTRICT C, int64_t ldc) {
   using V = hn::Vec<D>;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   V acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? hn::LoadU(d, C + r * ldc + v * nl) : hn::Zero(d);
+    for (int v = 0; v < NV; ++v) {
+      if (!accumulate) {
+        acc[r][v] = hn::Zero(d);
+      } else if constexpr (Scaled) {
+        acc[r][v] = hn::Mul(hn::LoadU(d, C + r * ldc + v * nl), hn::Set(d, cs.s[r * cs.stride]));
+      } else {
+        acc[r][v] = hn::LoadU(d, C + r * ldc + v * nl);
+      }
+    }
   }
   for (int64_t p = 0; p < Kd; ++p) {
     V b[NV];
@@ -62,28 +73,31 @@ HWY_INLINE void Block(D d, int64_t Kd, const float* HWY_RESTRICT A, int64_t lda,
 }
 
 // All rows of one column block: MR-row blocks, a 4-row block, then single rows.
-template <bool TransA, int NV, class D>
+template <bool TransA, bool Scaled, int NV, class D>
 HWY_INLINE void ColumnBlock(D d, int64_t M, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
-                            bool accumulate, float* C, int64_t ldc) {
+                            bool accumulate, RowScale cs, float* C, int64_t ldc) {
   const int64_t row_step = TransA ? 1 : lda;  // where row i of op(A) starts
+  const auto rows_from = [cs](int64_t i) { return RowScale{Scaled ? cs.s + i * cs.stride : nullptr, cs.stride}; };
   int64_t i = 0;
   constexpr int MR = RowsFor(NV);
   for (; i + MR <= M; i += MR) {
-    Block<TransA, MR, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
+    Block<TransA, Scaled, MR, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, rows_from(i), C + i * ldc, ldc);
   }
   if (MR > 4 && i + 4 <= M) {
-    Block<TransA, 4, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
+    Block<TransA, Scaled, 4, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, rows_from(i), C + i * ldc, ldc);
     i += 4;
   }
-  for (; i < M; ++i) Block<TransA, 1, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, C + i * ldc, ldc);
+  for (; i < M; ++i) {
+    Block<TransA, Scaled, 1, NV>(d, Kd, A + i * row_step, lda, B, ldb, accumulate, rows_from(i), C + i * ldc, ldc);
+  }
 }
 
 // The last `tail` (< one vector) columns as one full vector on zero-padded copies of B's and C's tail
 // columns: every lane runs the same MulAdd chain a single-lane block would (identical results), at vector
 // speed, and nothing is read or written outside the matrices.
-template <bool TransA>
+template <bool TransA, bool Scaled>
 HWY_NOINLINE void TailColumns(int64_t M, int64_t tail, int64_t Kd, const float* A, int64_t lda, const float* B,
-                              int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+                              int64_t ldb, bool accumulate, RowScale cs, float* C, int64_t ldc) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   thread_local std::vector<float> bp, cp;
@@ -93,26 +107,30 @@ HWY_NOINLINE void TailColumns(int64_t M, int64_t tail, int64_t Kd, const float* 
   if (accumulate) {
     for (int64_t i = 0; i < M; ++i) std::copy(C + i * ldc, C + i * ldc + tail, cp.data() + i * nl);
   }
-  ColumnBlock<TransA, 1>(d, M, Kd, A, lda, bp.data(), nl, accumulate, cp.data(), nl);
+  ColumnBlock<TransA, Scaled, 1>(d, M, Kd, A, lda, bp.data(), nl, accumulate, cs, cp.data(), nl);
   for (int64_t i = 0; i < M; ++i) std::copy(cp.data() + i * nl, cp.data() + i * nl + tail, C + i * ldc);
 }
 
-template <bool TransA>
+template <bool TransA, bool Scaled = false>
 void Gemm(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb, bool accumulate,
-          float* C, int64_t ldc) {
+          float* C, int64_t ldc, RowScale cs = {}) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;
   if constexpr (kMaxNV == 4) {
-    for (; j + 4 * nl <= N; j += 4 * nl) ColumnBlock<TransA, 4>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+    for (; j + 4 * nl <= N; j += 4 * nl) {
+      ColumnBlock<TransA, Scaled, 4>(d, M, Kd, A, lda, B + j, ldb, accumulate, cs, C + j, ldc);
+    }
     if (j + 3 * nl <= N) {
-      ColumnBlock<TransA, 3>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+      ColumnBlock<TransA, Scaled, 3>(d, M, Kd, A, lda, B + j, ldb, accumulate, cs, C + j, ldc);
       j += 3 * nl;
     }
   }
-  for (; j + 2 * nl <= N; j += 2 * nl) ColumnBlock<TransA, 2>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
-  for (; j + nl <= N; j += nl) ColumnBlock<TransA, 1>(d, M, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
-  if (j < N) TailColumns<TransA>(M, N - j, Kd, A, lda, B + j, ldb, accumulate, C + j, ldc);
+  for (; j + 2 * nl <= N; j += 2 * nl) {
+    ColumnBlock<TransA, Scaled, 2>(d, M, Kd, A, lda, B + j, ldb, accumulate, cs, C + j, ldc);
+  }
+  for (; j + nl <= N; j += nl) ColumnBlock<TransA, Scaled, 1>(d, M, Kd, A, lda, B + j, ldb, accumulate, cs, C + j, ldc);
+  if (j < N) TailColumns<TransA, Scaled>(M, N - j, Kd, A, lda, B + j, ldb, accumulate, cs, C + j, ldc);
 }
 
 void GemmNN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
@@ -123,6 +141,18 @@ void GemmNN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const
 void GemmTN(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
             bool accumulate, float* C, int64_t ldc) {
   Gemm<true>(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+// kernels/kernel_set.h gemm_scaled_acc: the factors applied as each block loads its rows of C.
+void GemmScaledAcc(const KernelSet&, bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float* C, int64_t ldc, RowScale rs) {
+  if (!rs.s) {
+    (trans_a ? &GemmTN : &GemmNN)(M, N, Kd, A, lda, B, ldb, true, C, ldc);
+  } else if (trans_a) {
+    Gemm<true, true>(M, N, Kd, A, lda, B, ldb, true, C, ldc, rs);
+  } else {
+    Gemm<false, true>(M, N, Kd, A, lda, B, ldb, true, C, ldc, rs);
+  }
 }
 
 // A full vector of fp32 values from x: loaded, or widened from bf16 bit patterns (exact).
@@ -974,6 +1004,7 @@ KernelSet MakeKernelSet() {
           &GateCumsum, &ChainProducts, &Bf16RowsScaled, &Bf16ToF32Rows, &F32ToBf16Rows,
           "fp32 FMA on rounded operands", nullptr};
   ks.kda_gate_factors = &KdaGateFactors;
+  ks.gemm_scaled_acc = &GemmScaledAcc;
   return ks;
 }
 
@@ -1010,6 +1041,12 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc) {
   active_kernels().gemm_tn(M, N, Kd, A, lda, B, ldb, accumulate, C, ldc);
+}
+
+void gemm_scaled_acc(bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B,
+                     int64_t ldb, float* C, int64_t ldc, RowScale rs) {
+  const KernelSet& k = active_kernels();
+  k.gemm_scaled_acc(k, trans_a, M, N, Kd, A, lda, B, ldb, C, ldc, rs);
 }
 
 void gemm_nn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,

@@ -30,6 +30,12 @@ void gemm_nn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, cons
 void gemm_tn(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
              bool accumulate, float* C, int64_t ldc);
 
+// C = diag(s) C + op(A) B (kernels/kernel_set.h gemm_scaled_acc): op(A) = A [M, Kd], or A^T for A stored
+// [Kd, M] with trans_a; the rows of the prior C scaled by rs (none where rs.s is null), then the product
+// accumulated: the bits of scale_rows and then gemm_nn / gemm_tn, in one pass of C.
+void gemm_scaled_acc(bool trans_a, int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B,
+                     int64_t ldb, float* C, int64_t ldc, RowScale rs);
+
 // gemm_nn / gemm_tn with both operands rounded to bf16 on the way in and fp32 accumulation (the bf16
 // precision mode): on AVX512-BF16 dot products where the CPU has them, else on the rounded fp32 operands.
 void gemm_nn_bf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const float* B, int64_t ldb,
