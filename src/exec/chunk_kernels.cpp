@@ -365,24 +365,20 @@ void update_from_key_rows(const ChunkInputs& in, int64_t L, int64_t cols, const 
 
 void update_state(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* keys, bool packed,
                   const float* Vn, float* dst, Counters& cnt, KeptOperand* vn_kept, plan::Bf16Terms terms) {
-  const int64_t K = in.K;
-  if (cnt.bf16 && !terms.fp32) {
-    // The terms chained over the prior state, its decay e^{G_last} as the product's row factors, the keys'
-    // tile rows made once: one pass of S through the GEMM (kernels/kernel_set.h gemm_terms_bf16) where
-    // a decay pass and one product per term made three. The same bits: the factors' one multiply, then each
-    // term's chain in order.
-    const Bf16Operand* b[2];
-    const int nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
-    if (dst != S) std::copy(S, S + K * cols, dst);
-    simd::gemm_terms_bf16(K, cols, L, keys, packed ? L : K, !packed, nt, b, true, dst, cols, state_decay(in));
-    cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
-    return;
-  }
-  // The decay e^{G_last} on S's rows as they enter the product's accumulators (simd.h gemm_scaled_acc): a
-  // scale_rows pass's multiplies, then the fp32 product's chain, in one pass of S where the two made two.
+  const int64_t K = in.K, lda = packed ? L : K;
+  // Both forms accumulate onto the old state with its decay e^{G_last} as the product's row factors on the prior
+  // C: one pass of S through the GEMM where a decay pass and one product per term made two or three. The same
+  // bits: the factors' one multiply, then each term's chain in order.
   if (dst != S) std::copy(S, S + K * cols, dst);
-  simd::gemm_scaled_acc(!packed, K, cols, L, keys, packed ? L : K, Vn, cols, dst, cols, state_decay(in));
-  cnt.flops += 2.0 * static_cast<double>(K) * cols * L;
+  int nt = 1;
+  if (cnt.bf16 && !terms.fp32) {  // the terms chained, the keys' tile rows made once (gemm_terms_bf16)
+    const Bf16Operand* b[2];
+    nt = update_terms(L, cols, Vn, terms.right, vn_kept, b);
+    simd::gemm_terms_bf16(K, cols, L, keys, lda, !packed, nt, b, true, dst, cols, state_decay(in));
+  } else {  // the fp32 product (gemm_scaled_acc)
+    simd::gemm_scaled_acc(!packed, K, cols, L, keys, lda, Vn, cols, dst, cols, state_decay(in));
+  }
+  cnt.flops += 2.0 * static_cast<double>(K) * cols * L * nt;
 }
 
 void update_state_from_rows(const ChunkInputs& in, int64_t L, int64_t cols, const float* S, const float* Vd, float* dst,
