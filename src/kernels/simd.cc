@@ -749,25 +749,49 @@ void GemmPackedBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t ld
   gemm_packed_bf16_by_rounding(&GemmNN, &RoundBf16Rows, M, N, Kd, A, lda, B, accumulate, C, ldc);
 }
 
-// fp32 -> bf16, nearest with ties to even, NaN kept quiet (f32_to_bf16_bits, lane-wise): RoundedBf16Bits's
-// upper half; a NaN's upper half with the quiet bit set.
+// fp32 -> bf16 of a float vector x, stored as its lanes' bit patterns at dst: nearest with ties to even, NaN
+// kept quiet (f32_to_bf16_bits, lane-wise): RoundedBf16Bits's upper half; a NaN's upper half with the quiet bit
+// set.
+template <class DF>
+HWY_INLINE void StoreBf16Bits(DF, hn::Vec<DF> x, uint16_t* dst) {
+  const hn::RebindToSigned<DF> di32;
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto u = hn::BitCast(du32, x);
+  const auto rounded = hn::ShiftRight<16>(RoundedBf16Bits(du32, u));
+  const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
+  const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded);
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, dst);  // bits <= 0xFFFF: no saturation
+}
+
+// fp32 -> bf16 bit patterns (StoreBf16Bits).
 void F32ToBf16(int64_t n, const float* src, uint16_t* dst) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di32;
-  const hn::RebindToUnsigned<decltype(df)> du32;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
-  const auto quiet = hn::Set(du32, 0x40u);
   int64_t i = 0;
-  for (; i + nl <= n; i += nl) {
-    const auto x = hn::LoadU(df, src + i);
-    const auto u = hn::BitCast(du32, x);
-    const auto rounded = hn::ShiftRight<16>(RoundedBf16Bits(du32, u));
-    const auto nan = hn::Or(hn::ShiftRight<16>(u), quiet);
-    const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded);
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, dst + i);  // bits <= 0xFFFF: no saturation
-  }
+  for (; i + nl <= n; i += nl) StoreBf16Bits(df, hn::LoadU(df, src + i), dst + i);
   for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
+}
+
+// KernelSet::scale_rows_bf16 in one pass: each element's product (ScaleRows' one multiply; sw <= 1: the row's
+// factor, else the element's) rounded on its way to the store as F32ToBf16 rounds it, where the default wrote
+// the products to an fp32 copy and converted that row by row (KDA's bf16 step on this set, in cache: its three
+// calls, K o e^G, Q o e^G and K o e^{G_last - G}, are most of its vector part).
+void ScaleRowsBf16(const KernelSet&, int64_t rows, int64_t cols, const float* src, int64_t lds, const float* scale,
+                   int64_t sw, uint16_t* dst, int64_t ldd) {
+  const hn::ScalableTag<float> df;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = src + r * lds;
+    const float* f = scale + r * sw;
+    uint16_t* y = dst + r * ldd;
+    const auto row_factor = hn::Set(df, f[0]);
+    int64_t c = 0;
+    for (; c + nl <= cols; c += nl) {
+      StoreBf16Bits(df, hn::Mul(hn::LoadU(df, x + c), sw <= 1 ? row_factor : hn::LoadU(df, f + c)), y + c);
+    }
+    for (; c < cols; ++c) y[c] = f32_to_bf16_bits(x[c] * f[sw <= 1 ? 0 : c]);
+  }
 }
 
 // kernels/simd.h bf16_to_f32_rows / f32_to_bf16_rows: the row conversions inlined into one loop over the rows
@@ -1005,6 +1029,7 @@ KernelSet MakeKernelSet() {
           "fp32 FMA on rounded operands", nullptr};
   ks.kda_gate_factors = &KdaGateFactors;
   ks.gemm_scaled_acc = &GemmScaledAcc;
+  ks.scale_rows_bf16 = &ScaleRowsBf16;
   return ks;
 }
 
