@@ -863,6 +863,8 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_NE(log.find("chunk rows from memory"), std::string::npos) << log;
   EXPECT_EQ(d.calibration_format, plan::kCalibrationFormat);  // what it measured, for load_host_device
   EXPECT_EQ(d.calibration_kernel_set, active_kernels().name);
+  EXPECT_GT(d.calibration_fma_peak_gflops, 0);  // the speed it measured at
+  EXPECT_NE(log.find("fp32 FMA peak, one core:"), std::string::npos) << log;
   ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
   ASSERT_EQ(run_cli("plan --device host", &log), 0) << log;
   EXPECT_NE(log.find("device description: " + path), std::string::npos) << log;
@@ -878,7 +880,11 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
   EXPECT_EQ(bench_host(), "calibrated");
   EXPECT_EQ(log.find("hanpu calibrate` measures"), std::string::npos) << log;
   EXPECT_EQ(log.find("note: the calibrated host description"), std::string::npos) << log;
-  // The same calibration said to measure another kernel set: set aside for the shipped default, and said.
+  const auto bench_field = [&](const char* key) {
+    std::ifstream jf(bench_json);
+    return nlohmann::json::parse(jf)[key];
+  };
+  EXPECT_GT(bench_field("fma_peak_vs_calibration").get<double>(), 0);  // this run's speed over the calibration's
   std::string text;
   {
     std::ifstream f(path);
@@ -886,6 +892,21 @@ TEST(Cli, CalibrateWritesAHostDescriptionThePlannerReads) {
     ss << f.rdbuf();
     text = ss.str();
   }
+  // A calibration said to have run at ten times this machine's speed: bench says the speeds differ, beside
+  // the estimates too.
+  {
+    nlohmann::json fast = nlohmann::json::parse(text);
+    fast["calibration"]["fma_peak_gflops"] = 10 * d.calibration_fma_peak_gflops;
+    const std::string fast_path = temp("host-fast.json");
+    std::ofstream(fast_path) << fast.dump(2);
+    ::setenv("HANPU_HOST_DEVICE", fast_path.c_str(), 1);
+    EXPECT_EQ(bench_host(), "calibrated");
+    EXPECT_LT(bench_field("fma_peak_vs_calibration").get<double>(), 0.2);
+    EXPECT_NE(log.find("note: this run's FMA peak"), std::string::npos) << log;
+    EXPECT_NE(log.find("the calibration's: the estimate is at its speed"), std::string::npos) << log;
+    ::setenv("HANPU_HOST_DEVICE", path.c_str(), 1);
+  }
+  // The same calibration said to measure another kernel set: set aside for the shipped default, and said.
   const std::string set_field = "\"kernel_set\": \"" + active_kernels().name + "\"";
   ASSERT_NE(text.find(set_field), std::string::npos) << text;
   const std::string other = temp("host-other-set.json");

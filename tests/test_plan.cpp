@@ -308,6 +308,16 @@ TEST(PlanLayout, TheUpdatesDecayRidesOnTheHostsGemm) {
   }
 }
 
+// Two FMA peaks show one speed within 20% either way (the spread of runs in one speed phase), not beyond.
+TEST(PlanDevice, AnFmaPeakIsSteadyWithinTwentyPercent) {
+  EXPECT_TRUE(fma_peak_steady(1.0));
+  EXPECT_TRUE(fma_peak_steady(1.15));
+  EXPECT_TRUE(fma_peak_steady(1 / 1.15));
+  EXPECT_FALSE(fma_peak_steady(1.25));
+  EXPECT_FALSE(fma_peak_steady(0.8));
+  EXPECT_FALSE(fma_peak_steady(0.0));
+}
+
 // The planner's "host" is a calibration only where it measured the process's kernel set in the current
 // format: an absent file is the shipped default, a stale one (older hanpu, other format, other kernel set)
 // is set aside for it with a note naming the file and why, a matching one is read, a broken one is an error.
@@ -336,7 +346,17 @@ TEST(PlanDevice, TheHostIsACalibrationOnlyOfThisKernelSetAndFormat) {
   EXPECT_EQ(d.origin, path);
   EXPECT_EQ(d.calibration_format, kCalibrationFormat);
   EXPECT_EQ(d.calibration_kernel_set, "AVX3+AMX");
+  EXPECT_EQ(d.calibration_fma_peak_gflops, 0);  // not recorded: unknown
   EXPECT_EQ(note, "");
+  // The FMA peak it ran at, when recorded: read; one that is no positive number is an error naming its field.
+  write(current + ", \"kernel_set\": \"AVX3+AMX\", \"fma_peak_gflops\": 151.5}");
+  ASSERT_TRUE(load_host_device("AVX3+AMX", &d, &note).ok());
+  EXPECT_EQ(d.calibration_fma_peak_gflops, 151.5);
+  for (const char* bad : {"0", "-3", "\"fast\""}) {
+    write(current + ", \"kernel_set\": \"AVX3+AMX\", \"fma_peak_gflops\": " + bad + "}");
+    const Status st = load_host_device("AVX3+AMX", &d, &note);
+    EXPECT_NE(st.message().find("calibration.fma_peak_gflops"), std::string::npos) << bad << ": " << st.ToString();
+  }
   const std::map<std::string, std::pair<std::string, std::string>> stale = {
       {"older", {"", "written by an older `hanpu calibrate`"}},
       {"format", {"\"calibration\": {\"format\": 1, \"kernel_set\": \"AVX3+AMX\"}", "has calibration format 1"}},

@@ -287,6 +287,18 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   out->host_calibrated =
       plan::load_this_host(&host, &out->host_note).ok() && host.origin == plan::calibrated_host_path();
   if (!out->host_note.empty()) progress("note: " + out->host_note);
+  if (out->host_calibrated && host.calibration_fma_peak_gflops > 0) {
+    out->calibration_fma_peak_gflops = host.calibration_fma_peak_gflops;
+    out->peak_vs_calibration = out->fma_peak_gflops / threads / host.calibration_fma_peak_gflops;
+    if (!plan::fma_peak_steady(out->peak_vs_calibration)) {
+      std::snprintf(line, sizeof line,
+                    "note: this run's FMA peak, %.1f GFLOP/s a thread, is %.2fx the %.1f of the calibration: the "
+                    "machine runs at another speed than when `hanpu calibrate` measured, and the planner's "
+                    "estimates assume that speed",
+                    out->fma_peak_gflops / threads, out->peak_vs_calibration, host.calibration_fma_peak_gflops);
+      progress(line);
+    }
+  }
   // Where the dot product has fewer flops per cycle than the FMA (an Intel Xeon without AMX: measured
   // 0.5x), the bf16 mode's GEMMs run slower than the exact mode's: say so beside the numbers.
   if (ks.bf16_peak && out->matrix_peak_gflops < out->fma_peak_gflops) {
@@ -468,6 +480,10 @@ std::string estimate_line(const BenchReport& rep, const BenchRecord& r, double m
   if (!rep.host_calibrated) {
     s += "  (the shipped host description, not this machine's: `hanpu calibrate` measures its units and writes " +
          plan::calibrated_host_path() + ")\n";
+  } else if (rep.peak_vs_calibration > 0 && !plan::fma_peak_steady(rep.peak_vs_calibration)) {
+    std::snprintf(line, sizeof line, "  (this run's FMA peak is %.2fx the calibration's: the estimate is at its speed)\n",
+                  rep.peak_vs_calibration);
+    s += line;
   }
   return s;
 }
@@ -547,6 +563,8 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
   j["host_description"] = rep.host_calibrated ? "calibrated" : "shipped default";
   j["host_description_note"] = rep.host_note;
+  j["calibration_fma_peak_gflops"] = rep.calibration_fma_peak_gflops > 0 ? num(rep.calibration_fma_peak_gflops) : nullptr;
+  j["fma_peak_vs_calibration"] = rep.peak_vs_calibration > 0 ? num(rep.peak_vs_calibration) : nullptr;
   j["precision"] = precision_name(cfg.precisions.empty() ? Precision::kAuto : cfg.precisions.front());
   j["precisions"] = nlohmann::json::array();
   for (Precision p : cfg.precisions) j["precisions"].push_back(precision_name(p));

@@ -113,6 +113,10 @@ struct BenchReport {
   bool host_calibrated = false;
   // Why a calibration at that path was set aside for the shipped default (plan::load_host_device), or empty.
   std::string host_note;
+  // One core's fp32 FMA peak while `hanpu calibrate` measured (plan::Device::calibration_fma_peak_gflops), and
+  // this run's per thread over it: the estimates assume the machine's speed then (0: not known).
+  double calibration_fma_peak_gflops = 0;
+  double peak_vs_calibration = 0;
   std::vector<BenchRecord> records;
 };
 

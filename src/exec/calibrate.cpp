@@ -42,6 +42,21 @@ double median_ns(int reps, F fn) {
   return t[reps / 2];
 }
 
+// One core's fp32 FMA peak now (GFLOP/s): the best of three runs of the kernel set's FMA chains (about 20 ms each
+// at 150 GFLOP/s). Taken before and after the timings, it says at what speed the machine ran them: a virtual
+// machine's speed moves in phases (the same 64 x 128 x 128 product measured 85 and 56 MACs/ns minutes apart on
+// the Ice Lake Xeon of the twelfth session), and a calibration taken in a slow phase is slow throughout.
+double fma_peak_gflops_now() {
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double flops = simd::fma_peak_kernel(8'000'000);
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops / ns);
+  }
+  return best;
+}
+
 // Buffers are 64-byte aligned, as the engine's workspaces are (a tile or vector row split across two cache
 // lines costs more: measured here, the bf16 product 1.8 -> 2.2-2.3 us with malloc's 16-byte alignment).
 AlignedVector<float> random_floats(std::size_t n, std::mt19937& rng) {
@@ -151,6 +166,7 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   const std::string by = std::string("measured by hanpu calibrate on ") + date + " (" + simd::target_name() +
                          ", median of " + std::to_string(opt.reps) + " runs): ";
 
+  const double peak_before = fma_peak_gflops_now();
   const double t_gemm = median_ns(opt.reps, [&] { simd::gemm_nn(C, V, K, a.data(), K, b.data(), V, false, c.data(), V); });
   const double macs_per_ns = static_cast<double>(C * V * K) / t_gemm;
   std::snprintf(line, sizeof line, "gemm %lldx%lldx%lld row-major: %.0f ns, %.1f MACs/ns", (long long)C, (long long)V,
@@ -255,6 +271,16 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
                 t_fetch);
   progress(line);
 
+  const double peak_after = fma_peak_gflops_now();
+  const double fma_peak = (peak_before + peak_after) / 2;
+  std::snprintf(line, sizeof line, "fp32 FMA peak, one core: %.1f GFLOP/s before the timings, %.1f after", peak_before,
+                peak_after);
+  progress(line);
+  if (!fma_peak_steady(peak_after / peak_before)) {
+    progress("warning: the machine's speed moved while calibrating (a virtual machine's phases, or frequency "
+             "scaling): the figures mix two speeds; re-run `hanpu calibrate`");
+  }
+
   j["description"] = "The CPU hanpu builds on, one core per head, with costs measured by hanpu calibrate (ns)";
   j["clock_ghz"] = measured(1.0, "calibrated costs are in nanoseconds: the clock is fixed at 1 GHz");
   j["matrix"]["macs_per_cycle"] = measured(macs_per_ns, by + "SIMD GEMM on a chunk's C x V x K");
@@ -284,7 +310,7 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   j["bf16_matrix"]["pack_fixed_cycles"] = measured(pfixed, unit + "packing a K x V fp32 operand (intercept)");
   j["bf16_matrix"]["dense_penalty"] = measured(
       bf16_penalty, unit + "update GEMM, V' packed, with its key rows transposed in place / on rows of their transpose");
-  j["calibration"] = {{"format", kCalibrationFormat}, {"kernel_set", ks.name}};
+  j["calibration"] = {{"format", kCalibrationFormat}, {"kernel_set", ks.name}, {"fma_peak_gflops", fma_peak}};
   Device check;
   const std::string text = j.dump(2) + "\n";
   HANPU_RETURN_IF_ERROR(parse_device(text, "calibrated host", &check));

@@ -260,6 +260,12 @@ Status parse_device(const std::string& text, const std::string& origin, Device* 
     const JsonReader cx = r.child("calibration");
     d.calibration_format = static_cast<int>(cx.integer("format", 1, 1 << 20));
     d.calibration_kernel_set = cx.str("kernel_set", true);
+    if (r.ok() && cx.raw().contains("fma_peak_gflops")) {
+      d.calibration_fma_peak_gflops = cx.num("fma_peak_gflops");
+      if (!(d.calibration_fma_peak_gflops > 0) || !std::isfinite(d.calibration_fma_peak_gflops)) {
+        cx.fail_at("fma_peak_gflops", "expected a positive number");
+      }
+    }
   }
   if (!r.ok()) return InvalidArgument(origin + ": " + r.status().message());
   *out = std::move(d);

@@ -53,12 +53,20 @@ struct SimParams {
 // without the object predates them).
 inline constexpr int kCalibrationFormat = 3;
 
+// Whether two measurements of one core's FMA peak, `ratio` = one over the other, show the machine at the same
+// speed: within 20%. Runs a minute apart in one speed phase of the virtual machines these figures come from
+// spread by up to 15% (an Ice Lake Xeon guest: 145-172 GFLOP/s); a phase change moved the speed by a third.
+inline bool fma_peak_steady(double ratio) { return ratio > 1 / 1.2 && ratio < 1.2; }
+
 struct Device {
   std::string name, description, origin;  // origin: the file it came from
-  // The optional "calibration" object {"format": n, "kernel_set": "name"} of a description `hanpu calibrate`
-  // wrote: its format and the kernel set whose kernels it measured (0 and "": none).
+  // The optional "calibration" object {"format": n, "kernel_set": "name", "fma_peak_gflops": x} of a description
+  // `hanpu calibrate` wrote: its format, the kernel set whose kernels it measured (0 and "": none), and one
+  // core's fp32 FMA peak while it measured (0: not recorded; calibrations before it), which says at what speed
+  // the machine ran its timings.
   int calibration_format = 0;
   std::string calibration_kernel_set;
+  double calibration_fma_peak_gflops = 0;
   double clock_ghz = 1;
   int cores = 1;
   int operand_bytes = 4;  // bytes per element of chunk operands (the state is always fp32)
