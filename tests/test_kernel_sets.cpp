@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -895,7 +896,18 @@ void check_vector_kernels(const KernelSet& ks, std::mt19937_64& rng) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double want = std::exp(static_cast<double>(x[i]));
     EXPECT_NEAR(y[i], want, 4e-7 * want + 1e-38) << name << " exp(" << x[i] << ")";
+    // one element alone (the 1-lane tail) gives the vector lane's bits: the decay masks and factors rely on it
+    float alone = 0;
+    ks.exp_f32(1, &x[i], &alone);
+    EXPECT_EQ(std::bit_cast<uint32_t>(alone), std::bit_cast<uint32_t>(y[i])) << name << " exp(" << x[i] << ") alone";
   }
+  // past the range: 0 below -104, infinity above ln(FLT_MAX) ~ 88.72
+  const std::vector<float> edge = {-1000.0f, -104.5f, 88.8f, 100.0f, 1000.0f};
+  std::vector<float> ey(edge.size());
+  ks.exp_f32(static_cast<int64_t>(edge.size()), edge.data(), ey.data());
+  EXPECT_EQ(ey[0], 0.0f) << name;
+  EXPECT_EQ(ey[1], 0.0f) << name;
+  for (std::size_t i = 2; i < edge.size(); ++i) EXPECT_EQ(ey[i], INFINITY) << name << " exp(" << edge[i] << ")";
   // row scaling (all three scale widths, with and without a row factor), residual, sum of squares
   const int64_t rows = 7, cols = 2 * cb + 3;
   std::vector<float> src = randn(rows * cols, rng), sc = randn(rows * cols, rng), rs = randn(rows, rng);
