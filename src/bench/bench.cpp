@@ -14,6 +14,7 @@
 #include "core/strided.h"
 #include "exec/calibrate.h"
 #include "exec/chunk_kernels.h"
+#include "exec/fma_peak.h"
 #include "exec/thread_pool.h"
 #include "kernels/amx_support.h"
 #include "kernels/kernel_set.h"
@@ -96,27 +97,6 @@ const std::vector<Preset>& bench_presets() {
       {"kimi-linear", Kind::kKda, 32, 32, 128, 128},
   };
   return presets;
-}
-
-double measure_fma_peak(int threads, bool bf16) {
-  const KernelSet& ks = active_kernels();
-  if (bf16 && !ks.bf16_peak) return 0;
-  ThreadPool& pool = shared_pool(threads);
-  const int64_t iters = bf16 ? 10'000'000 : 20'000'000;
-  std::vector<double> flops(threads), secs(threads);
-  for (int round = 0; round < 2; ++round) {  // the first round warms up clocks
-    pool.run([&](int t) {
-      const auto t0 = Clock::now();
-      flops[t] = bf16 ? ks.bf16_peak(iters) : simd::fma_peak_kernel(iters);
-      secs[t] = ms_since(t0) / 1e3;
-    });
-  }
-  double total = 0, slowest = 0;
-  for (int t = 0; t < threads; ++t) {
-    total += flops[t];
-    slowest = std::max(slowest, secs[t]);
-  }
-  return total / slowest / 1e9;
 }
 
 namespace {

@@ -123,10 +123,6 @@ struct BenchReport {
 // The median of `v` (the mean of the middle two for an even count).
 double percentile_median(std::vector<double> v);
 
-// Measures the fp32 FMA peak of `threads` threads running at once (GFLOP/s); with bf16, the peak of the
-// kernel set's bf16 dot-product probe (0 when the set has none).
-double measure_fma_peak(int threads, bool bf16 = false);
-
 // The modes cfg.precisions resolve to on cfg.dtype (Precision::kExact or kBf16), in the order given, each once;
 // an error for an empty list, or several modes where the bench runs one (--decode, --ablation).
 Status bench_precision_modes(const BenchConfig& cfg, std::vector<Precision>* out);

@@ -14,6 +14,7 @@
 
 #include "core/aligned.h"
 #include "exec/chunk_kernels.h"
+#include "exec/fma_peak.h"
 #include "exec/fp_mode.h"
 #include "exec/strategies.h"
 #include "kernels/kernel_set.h"
@@ -40,21 +41,6 @@ double median_ns(int reps, F fn) {
   }
   std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
   return t[reps / 2];
-}
-
-// One core's fp32 FMA peak now (GFLOP/s): the best of three runs of the kernel set's FMA chains (about 20 ms each
-// at 150 GFLOP/s). Taken before and after the timings, it says at what speed the machine ran them: a virtual
-// machine's speed moves in phases (the same 64 x 128 x 128 product measured 85 and 56 MACs/ns minutes apart on
-// the Ice Lake Xeon of the twelfth session), and a calibration taken in a slow phase is slow throughout.
-double fma_peak_gflops_now() {
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double flops = simd::fma_peak_kernel(8'000'000);
-    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, flops / ns);
-  }
-  return best;
 }
 
 // Buffers are 64-byte aligned, as the engine's workspaces are (a tile or vector row split across two cache
@@ -166,7 +152,11 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
   const std::string by = std::string("measured by hanpu calibrate on ") + date + " (" + simd::target_name() +
                          ", median of " + std::to_string(opt.reps) + " runs): ";
 
-  const double peak_before = fma_peak_gflops_now();
+  // One core's FMA peak (bench's measurement, so that bench compares like with like), before and after the
+  // timings: it says at what speed the machine ran them. A virtual machine's speed moves in phases (the same
+  // 64 x 128 x 128 product measured 85 and 56 MACs/ns minutes apart on the Ice Lake Xeon of the twelfth
+  // session), and a calibration taken in a slow phase is slow throughout.
+  const double peak_before = measure_fma_peak(1);
   const double t_gemm = median_ns(opt.reps, [&] { simd::gemm_nn(C, V, K, a.data(), K, b.data(), V, false, c.data(), V); });
   const double macs_per_ns = static_cast<double>(C * V * K) / t_gemm;
   std::snprintf(line, sizeof line, "gemm %lldx%lldx%lld row-major: %.0f ns, %.1f MACs/ns", (long long)C, (long long)V,
@@ -271,7 +261,7 @@ Status calibrate_host(const CalibrateOptions& opt, const std::function<void(cons
                 t_fetch);
   progress(line);
 
-  const double peak_after = fma_peak_gflops_now();
+  const double peak_after = measure_fma_peak(1);
   const double fma_peak = (peak_before + peak_after) / 2;
   std::snprintf(line, sizeof line, "fp32 FMA peak, one core: %.1f GFLOP/s before the timings, %.1f after", peak_before,
                 peak_after);
