@@ -32,7 +32,6 @@ __attribute__((target("amx-tile"))) void load_foreign_tiles() {
 }
 
 __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
-#endif
 
 const KernelSet* amx_set() {
   for (const KernelSet& k : kernel_sets()) {
@@ -40,6 +39,7 @@ const KernelSet* amx_set() {
   }
   return nullptr;
 }
+#endif
 
 TEST(AmxTiles, ProductsAreTheSameAfterAForeignConfigurationOrARelease) {
 #if !defined(__x86_64__)

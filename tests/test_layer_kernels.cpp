@@ -1,16 +1,19 @@
-// The layer's SIMD conv + SiLU tile (layer/conv_kernels.h) against its plain loops: odd channel counts (a
-// vector tail), one and several taps, with and without bias, fp32 and bf16 rounding and output. The
-// products are the same fused multiply-adds in the same order, so the conv sums agree exactly; only exp
-// differs (Highway's vs libm's, a few ulp): fp32 outputs agree to 1e-6 relative, bf16 outputs to one
-// bf16 step where a value sits at a rounding boundary.
+// The layer's SIMD vector passes (layer/vector_kernels.h) against their plain loops. The conv + SiLU tile: odd
+// channel counts (a vector tail), one and several taps, with and without bias, fp32 and bf16 rounding and
+// output; the products are the same fused multiply-adds in the same order, so the conv sums agree exactly;
+// only exp differs (the vector ExpOf vs libm's, a few ulp): fp32 outputs agree to 1e-6 relative, bf16
+// outputs to one bf16 step where a value sits at a rounding boundary. The gated RMSNorm likewise (its sum
+// of squares in another order, in double). Both at gate and conv values far out, where exp overflows.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "hanpu/tensor.h"
-#include "layer/conv_kernels.h"
+#include "layer/matmul.h"
+#include "layer/vector_kernels.h"
 
 namespace hanpu::layer {
 namespace {
@@ -53,6 +56,165 @@ TEST(LayerKernels, ConvSiluTileMatchesItsReference) {
       }
     }
   }
+}
+
+// y = silu(a) for one tap of weight 1 and no bias over the inputs a, fp32 out.
+std::vector<float> silu_by_tile(const std::vector<float>& a, bool reference) {
+  const int64_t w = static_cast<int64_t>(a.size());
+  const std::vector<float> wts(w, 1.0f);
+  std::vector<float> y(w);
+  (reference ? conv_silu_tile_reference : conv_silu_tile)(1, w, 1, a.data(), wts.data(), w, nullptr, false, false,
+                                                          y.data(), w);
+  return y;
+}
+
+TEST(LayerKernels, ConvSiluTileIsRightWhereExpOverflows) {
+  // silu(a) = a / (1 + e^-a): below a ~ -88.7 e^-a is infinite and silu(a) is -0; far above, a itself.
+  // Highway's own Exp wrapped around past 177 (e^180 came out ~1e-29), so silu(-180) was -180.
+  std::vector<float> a = {-1e30f, -1000.0f, -300.0f, -180.0f, -178.0f, -120.0f, -100.0f, -89.0f, -88.0f,
+                          -30.0f, 30.0f, 100.0f, 180.0f, 1000.0f, 1e30f, HUGE_VALF};
+  while (a.size() % 16 != 3) a.push_back(-200.0f);  // full vectors and a tail
+  const std::vector<float> y = silu_by_tile(a, false), r = silu_by_tile(a, true);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(r[i])) {
+      EXPECT_EQ(y[i], r[i]) << "a = " << a[i];
+    } else {
+      EXPECT_NEAR(y[i], r[i], 1e-6f * std::max(1.0f, std::abs(r[i]))) << "a = " << a[i];
+    }
+    if (a[i] <= -100.0f) {
+      EXPECT_LE(std::abs(y[i]), 1e-40f) << "a = " << a[i];
+    } else if (a[i] >= 100.0f) {
+      EXPECT_EQ(y[i], a[i]) << "a = " << a[i];
+    }
+  }
+  // -inf: -inf / (1 + inf) is NaN, as libm's and torch's silu give; NaN stays NaN.
+  const std::vector<float> odd = {-HUGE_VALF, std::nanf("")};
+  for (float v : silu_by_tile(odd, false)) EXPECT_TRUE(std::isnan(v));
+}
+
+// o, z as fp32 or bf16 rows; returns the normed o widened to fp32.
+std::vector<float> norm_by(bool reference, int64_t groups, int64_t V, bool gdn, bool bf16, const std::vector<float>& w,
+                           const std::vector<float>& o, const std::vector<float>& z) {
+  const float eps = 1e-6f;
+  auto fn = reference ? gated_rms_norm_reference : gated_rms_norm;
+  std::vector<float> out(o.size());
+  if (bf16) {
+    std::vector<uint16_t> ob(o.size()), zb(z.size());
+    for (size_t i = 0; i < o.size(); ++i) ob[i] = f32_to_bf16_bits(o[i]);
+    for (size_t i = 0; i < z.size(); ++i) zb[i] = f32_to_bf16_bits(z[i]);
+    fn(groups, V, gdn, eps, w.data(), true, ob.data(), zb.data());
+    for (size_t i = 0; i < o.size(); ++i) out[i] = bf16_bits_to_f32(ob[i]);
+  } else {
+    out = o;
+    fn(groups, V, gdn, eps, w.data(), false, out.data(), z.data());
+  }
+  return out;
+}
+
+TEST(LayerKernels, GatedRmsNormMatchesItsReference) {
+  std::mt19937_64 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t V : {1, 5, 16, 37, 128}) {
+    for (int64_t groups : {1, 3}) {
+      std::vector<float> w(V), o(groups * V), z(groups * V);
+      for (float& x : w) x = 1.0f + 0.2f * nd(rng);
+      for (float& x : o) x = 3.0f * nd(rng);
+      for (float& x : z) x = 2.0f * nd(rng);
+      z[0] = -200.0f;  // e^200 overflows: silu -> -0, sigmoid -> 0
+      if (z.size() > 1) z[1] = 200.0f;
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool gdn = mode & 1, bf16 = mode & 2;
+        const std::vector<float> y = norm_by(false, groups, V, gdn, bf16, w, o, z);
+        const std::vector<float> r = norm_by(true, groups, V, gdn, bf16, w, o, z);
+        const std::string what = "V " + std::to_string(V) + " groups " + std::to_string(groups) + " gdn " +
+                                 std::to_string(gdn) + " bf16 " + std::to_string(bf16);
+        for (size_t i = 0; i < y.size(); ++i) {
+          // one bf16 step (2^-7 relative) where a value sits at a rounding boundary; fp32 to a few ulp
+          const float tol = (bf16 ? 8e-3f : 2e-6f) * std::abs(r[i]);
+          EXPECT_NEAR(y[i], r[i], tol) << what << " i " << i;
+        }
+        EXPECT_EQ(y[0], 0.0f) << what;  // gate -200: +-0
+      }
+    }
+  }
+}
+
+TEST(LayerKernels, GatedRmsNormLeavesNaNAndZeroRowsWellDefined) {
+  // An all-zero row: r = 1/sqrt(eps), outputs 0. A NaN in a row makes that row NaN and no other.
+  const int64_t V = 20;
+  const std::vector<float> w(V, 1.0f), z(2 * V, 1.0f);
+  std::vector<float> o(2 * V, 0.0f);
+  for (bool bf16 : {false, true}) {
+    for (bool gdn : {false, true}) {
+      for (float v : norm_by(false, 2, V, gdn, bf16, w, o, z)) EXPECT_EQ(v, 0.0f);
+      std::vector<float> on = o;
+      on[3] = std::nanf("");
+      for (int64_t k = 0; k < V; ++k) on[V + k] = 1.0f;
+      const std::vector<float> y = norm_by(false, 2, V, gdn, bf16, w, on, z);
+      for (int64_t k = 0; k < V; ++k) EXPECT_TRUE(std::isnan(y[k])) << k;
+      for (int64_t k = 0; k < V; ++k) EXPECT_TRUE(std::isfinite(y[V + k])) << k;
+    }
+  }
+}
+
+// The projections' bf16 routes (layer/matmul.h) against an fp64 product of the same bf16 values: row and
+// column counts crossing the widened route's blocks (2048 rows, 1024 columns), strided x and y, fp32 and
+// bf16 output; elements of y beyond N untouched. Both routes accumulate in fp32, so each output is within
+// fp32 accumulation error of the exact sum (bounded by Kd 2^-24 sum |x w|), plus half a bf16 step.
+TEST(LayerMatmul, Bf16RoutesMatchTheExactProduct) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t Kd = 48;
+  for (int64_t M : {1, 40, 2100}) {
+    for (int64_t N : {5, 1030}) {
+      const int64_t ldx = Kd + 3, ldy = N + 2;
+      std::vector<uint16_t> x(M * ldx), w(N * Kd);
+      for (auto& v : x) v = f32_to_bf16_bits(nd(rng));
+      for (auto& v : w) v = f32_to_bf16_bits(nd(rng));
+      std::vector<double> ref(M * N), mag(M * N);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0, a = 0;
+          for (int64_t k = 0; k < Kd; ++k) {
+            const double p = double(bf16_bits_to_f32(x[m * ldx + k])) * bf16_bits_to_f32(w[n * Kd + k]);
+            acc += p, a += std::abs(p);
+          }
+          ref[m * N + n] = acc, mag[m * N + n] = a;
+        }
+      for (Bf16Route route : {Bf16Route::kNative, Bf16Route::kWidened, Bf16Route::kAuto}) {
+        for (DType out : {DType::kF32, DType::kBF16}) {
+          std::vector<float> yf(M * ldy, -7.0f);
+          std::vector<uint16_t> yb(M * ldy, 7);
+          void* y = out == DType::kF32 ? static_cast<void*>(yf.data()) : yb.data();
+          const Status s = matmul_nt(M, N, Kd, DType::kBF16, x.data(), ldx, w.data(), out, y, ldy, 2, route);
+          const std::string what = "M " + std::to_string(M) + " N " + std::to_string(N) + " route " +
+                                   std::to_string(static_cast<int>(route)) + " out " + dtype_name(out);
+          if (route == Bf16Route::kNative && s.code() == StatusCode::kUnimplemented) {
+            EXPECT_FALSE(onednn_native_bf16()) << what;  // a oneDNN without bf16 kernels (Debian's arm64)
+            continue;
+          }
+          ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < ldy; ++n) {
+              const int64_t i = m * ldy + n;
+              if (n >= N) {
+                ASSERT_TRUE(out == DType::kF32 ? yf[i] == -7.0f : yb[i] == 7) << what << " wrote beyond N";
+                continue;
+              }
+              const double r = ref[m * N + n], got = out == DType::kF32 ? yf[i] : bf16_bits_to_f32(yb[i]);
+              const double tol = Kd * 0x1p-24 * mag[m * N + n] + (out == DType::kBF16 ? 0x1p-8 * std::abs(r) : 0.0);
+              ASSERT_NEAR(got, r, tol * 1.01 + 1e-30) << what << " m " << m << " n " << n;
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(LayerMatmul, RejectsOtherDtypes) {
+  float x = 1, w = 1, y = 0;
+  EXPECT_EQ(matmul_nt(1, 1, 1, DType::kF16, &x, 1, &w, DType::kF32, &y, 1, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(matmul_nt(1, 1, 1, DType::kF32, &x, 1, &w, DType::kI64, &y, 1, 1).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

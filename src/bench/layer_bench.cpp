@@ -54,10 +54,24 @@ Status compare_gemm(const LayerSpec& s, DType act, int threads, int64_t M, Layer
     return Status::Ok();
   };
   double ms = 0;
-  HANPU_RETURN_IF_ERROR(time3(
-      [&] { return layer::matmul_nt(M, n1, D, act, x.bytes.data(), D, w.bytes.data(), DType::kF32, y.bytes.data(), n1, threads); },
-      &ms));
-  out->gemm_ms.emplace_back("onednn", ms);
+  const auto onednn = [&](layer::Bf16Route route) {
+    return time3([&] { return layer::matmul_nt(M, n1, D, act, x.bytes.data(), D, w.bytes.data(), DType::kF32,
+                                               y.bytes.data(), n1, threads, route); },
+                 &ms);
+  };
+  if (act == DType::kF32) {
+    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kNative));
+    out->gemm_ms.emplace_back("onednn", ms);
+  } else {  // both routes of a bf16 product (layer/matmul.h); a oneDNN without bf16 kernels has only one
+    const Status native = onednn(layer::Bf16Route::kNative);
+    if (native.ok()) {
+      out->gemm_ms.emplace_back("onednn bf16", ms);
+    } else if (native.code() != StatusCode::kUnimplemented) {
+      return native;
+    }
+    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kWidened));
+    out->gemm_ms.emplace_back("onednn widened", ms);
+  }
   // The engine's GEMM reads B [D, N1] row-major: W^T, packed once (not timed), operands as fp32.
   const std::vector<double> xd = to_doubles(x.view()), wd = to_doubles(w.view());
   std::vector<float> xf(xd.begin(), xd.end()), wt(D * n1);
@@ -133,6 +147,11 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
   r.precision = precision_name(L->precision());
   const LayerSpec& s = r.spec;
   const DType act = L->activation_dtype();
+  r.projections = act == DType::kF32          ? "oneDNN fp32"
+                  : layer::onednn_native_bf16() ? "oneDNN bf16"
+                                                : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
+                                                  "product on this CPU; below " +
+                                                      std::to_string(layer::kWidenMinRows) + " rows oneDNN bf16)";
   LayerRunConfig run;
   run.threads = r.threads;
   run.strategy = cfg.strategy;
@@ -219,6 +238,7 @@ std::string format_layer_table(const LayerBenchReport& r, const LayerBenchConfig
   o << "layer: " << layer_arch_name(s.arch) << " (" << r.source << "), hidden " << s.hidden_size << ", heads "
     << s.num_k_heads << "/" << s.num_v_heads << ", head dims " << s.head_k_dim << "/" << s.head_v_dim << ", conv "
     << s.conv_kernel << ", precision " << r.precision << "\n";
+  o << "projections: " << r.projections << "\n";
   std::snprintf(buf, sizeof buf, "prefill B=%lld T=%lld: median %.1f ms (min %.1f, %d reps), %.0f tokens/s\n",
                 static_cast<long long>(cfg.batch), static_cast<long long>(cfg.tokens), r.prefill_median_ms, r.prefill_min_ms,
                 cfg.reps, cfg.batch * cfg.tokens / (r.prefill_median_ms * 1e-3));
@@ -269,6 +289,7 @@ std::string format_layer_json(const LayerBenchReport& r, const LayerBenchConfig&
              {{"batch", cfg.batch}, {"tokens", cfg.tokens}, {"median_ms", r.prefill_median_ms}, {"min_ms", r.prefill_min_ms},
               {"all_ms", r.prefill_all_ms}, {"parts_ms", parts}}},
             {"decode", decode},
+            {"projections", r.projections},
             {"projection_gemm", gemm}};
   if (r.check_rel_rms >= 0)
     j["check"] = {{"tokens", std::min(cfg.check_tokens, cfg.tokens)}, {"rel_rms", r.check_rel_rms},

@@ -36,6 +36,7 @@ struct LayerBenchReport {
   std::string cpu, cpu_features, source;  // source: the checkpoint layer or the preset
   LayerSpec spec;
   std::string precision;  // "exact" or "bf16"
+  std::string projections;  // how the projections run (layer/matmul.h's route for the prefill's row count)
   int threads = 0;
   double prefill_median_ms = 0, prefill_min_ms = 0;
   std::vector<double> prefill_all_ms;

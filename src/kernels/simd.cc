@@ -3,7 +3,6 @@
 #define HWY_TARGET_INCLUDE "kernels/simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,11 +17,18 @@
 #include "kernels/pack.h"
 #include "kernels/simd.h"
 #include "kernels/tril_inverse.h"
+// Per target, after foreach_target: its Highway functions join hanpu::HWY_NAMESPACE.
+#include "kernels/vec_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hanpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using hanpu::HWY_NAMESPACE::ExpOf;
+using hanpu::HWY_NAMESPACE::LoadF32;
+using hanpu::HWY_NAMESPACE::RoundBf16;
+using hanpu::HWY_NAMESPACE::RoundedBf16Bits;
+using hanpu::HWY_NAMESPACE::StoreBf16Bits;
 
 // Register blocks: a block holds C[MR rows, NV vectors] in MR x NV accumulators beside its NV vectors of B
 // and one broadcast of A, and per step along the reduction loads NV + MR operands for MR x NV FMAs. AVX-512
@@ -157,16 +163,6 @@ void GemmScaledAcc(const KernelSet&, bool trans_a, int64_t M, int64_t N, int64_t
 }
 
 // A full vector of fp32 values from x: loaded, or widened from bf16 bit patterns (exact).
-template <class D>
-HWY_INLINE hn::Vec<D> LoadF32(D d, const float* x) {
-  return hn::LoadU(d, x);
-}
-template <class D>
-HWY_INLINE hn::Vec<D> LoadF32(D d, const uint16_t* x) {
-  const hn::RebindToUnsigned<D> du32;
-  const hn::Rebind<uint16_t, D> du16;
-  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, x))));
-}
 inline float ScalarF32(float x) { return x; }
 inline float ScalarF32(uint16_t x) { return bf16_bits_to_f32(x); }
 
@@ -207,53 +203,6 @@ void SumSquaresRows(int64_t rows, int64_t n, const float* x, int64_t ldx, double
 
 void SumSquaresRowsBf16(int64_t rows, int64_t n, const uint16_t* x, int64_t ldx, double* out) {
   SumSquaresRowsOf(rows, n, x, ldx, out);
-}
-
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// a 2^floor(b), one rounding (VSCALEFPS), on each of Highway's x86 float vector sizes.
-template <size_t N>
-HWY_INLINE hn::Vec128<float, N> ScaleByPow2(hn::Vec128<float, N> a, hn::Vec128<float, N> b) {
-  return hn::Vec128<float, N>{_mm_scalef_ps(a.raw, b.raw)};
-}
-HWY_INLINE hn::Vec256<float> ScaleByPow2(hn::Vec256<float> a, hn::Vec256<float> b) {
-  return hn::Vec256<float>{_mm256_scalef_ps(a.raw, b.raw)};
-}
-HWY_INLINE hn::Vec512<float> ScaleByPow2(hn::Vec512<float> a, hn::Vec512<float> b) {
-  return hn::Vec512<float>{_mm512_scalef_ps(a.raw, b.raw)};
-}
-#endif
-
-// e^x, lane-wise: every exp of the engine (exp_f32, exp_diff, the decay masks, KDA's gate factors) goes
-// through it. On AVX-512 the arithmetic of Highway's Exp, term for term (so the same bits wherever Highway's
-// own is valid: every float in [-128, 96], infinities and NaNs compared, with and without flushing
-// subnormals): q = trunc(x log2(e) + copysign(1/2, x)); r = x + q c0 + q c1 with c0 + c1 ~= -ln 2 (a two-part
-// constant, so that q c0 is exact); e^r - 1 ~= r + r^2 P(r), P of degree 5 on Estrin's scheme; then
-// (e^r - 1 + 1) 2^q, and 0 below x = -104 (and for NaN). The 2^q is one VSCALEFPS where Highway builds two
-// powers of two from an int32 q's halves and multiplies by both (exact until the result's one rounding, which
-// VSCALEFPS makes alike), and q stays a float (a round toward zero, no conversion to int32 and back): 8 of
-// its 26 instructions fewer; 8192 exps (a KDA chunk's gates) in 2.1 instead of 2.8 us, a KDA step's load
-// 11.6 -> 9.4 us (Ice Lake Xeon, in cache, bests). Elsewhere Highway's Exp itself, on x up to 88.8 and
-// infinity beyond: its int32 q's halves overflow their exponent fields past x ~ 177 (exp(1000) = 8e-29), where
-// the float q above just scales to infinity.
-template <class D>
-HWY_INLINE hn::Vec<D> ExpOf(D d, hn::Vec<D> x) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  const auto q = hn::Trunc(hn::MulAdd(x, hn::Set(d, 1.442695040888963407359924681f),
-                                      hn::Or(hn::Set(d, 0.5f), hn::And(x, hn::Set(d, -0.0f)))));
-  auto r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), x);
-  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
-  const auto r2 = hn::Mul(r, r);
-  const auto r4 = hn::Mul(r2, r2);
-  const auto lo = hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r, hn::Set(d, 0.5f));
-  const auto mid = hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r, hn::Set(d, 0.0416664853692054748535156f));
-  const auto hi = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
-  const auto poly = hn::MulAdd(r4, hi, hn::MulAdd(r2, mid, lo));
-  const auto y = ScaleByPow2(hn::Add(hn::MulAdd(poly, r2, r), hn::Set(d, 1.0f)), q);
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, -104.0f)), y);
-#else
-  const auto big = hn::Set(d, 88.8f);  // e^88.8 > FLT_MAX
-  return hn::IfThenElse(hn::Gt(x, big), hn::Set(d, HUGE_VALF), hn::Exp(d, x));
-#endif
 }
 
 void ExpF32(int64_t n, const float* x, float* y) {
@@ -746,31 +695,16 @@ void Bf16RowsScaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds
   }
 }
 
-// The bf16 rounding of fp32 bit patterns u (nearest, ties to even) in the upper half of
-// u + 0x7FFF + (bit 16 of u); NaNs are the callers' to treat.
-template <class DU, class VU>
-HWY_INLINE VU RoundedBf16Bits(DU du, VU u) {
-  return hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-}
-
-// x rounded to bf16 in fp32 storage, lane-wise as round_bf16: RoundedBf16Bits's upper half (F32ToBf16's
-// rounding, kept in place with zero low bits); a NaN's upper half with the quiet bit set.
+// x rounded to bf16 in fp32 storage, lane-wise as round_bf16 (RoundBf16: F32ToBf16's rounding, kept in place
+// with zero low bits).
 void RoundBf16Rows(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du32;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
-  const auto high = hn::Set(du32, 0xFFFF0000u), quiet = hn::Set(du32, 0x00400000u);
   for (int64_t r = 0; r < rows; ++r) {
     const float* sr = src + r * lds;
     float* dr = dst + r * ldd;
     int64_t c = 0;
-    for (; c + nl <= cols; c += nl) {
-      const auto x = hn::LoadU(df, sr + c);
-      const auto u = hn::BitCast(du32, x);
-      const auto rounded = hn::And(RoundedBf16Bits(du32, u), high);
-      const auto nan = hn::Or(hn::And(u, high), quiet);
-      hn::StoreU(hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded)), df, dr + c);
-    }
+    for (; c + nl <= cols; c += nl) hn::StoreU(RoundBf16(df, hn::LoadU(df, sr + c)), df, dr + c);
     for (; c < cols; ++c) dr[c] = round_bf16(sr[c]);
   }
 }
@@ -795,21 +729,6 @@ void PackBf16(int64_t Kd, int64_t N, const float* B, int64_t ldb, Bf16Operand* o
 void GemmPackedBf16(int64_t M, int64_t N, int64_t Kd, const float* A, int64_t lda, const Bf16Operand& B,
                     bool accumulate, float* C, int64_t ldc) {
   gemm_packed_bf16_by_rounding(&GemmNN, &RoundBf16Rows, M, N, Kd, A, lda, B, accumulate, C, ldc);
-}
-
-// fp32 -> bf16 of a float vector x, stored as its lanes' bit patterns at dst: nearest with ties to even, NaN
-// kept quiet (f32_to_bf16_bits, lane-wise): RoundedBf16Bits's upper half; a NaN's upper half with the quiet bit
-// set.
-template <class DF>
-HWY_INLINE void StoreBf16Bits(DF, hn::Vec<DF> x, uint16_t* dst) {
-  const hn::RebindToSigned<DF> di32;
-  const hn::RebindToUnsigned<DF> du32;
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto u = hn::BitCast(du32, x);
-  const auto rounded = hn::ShiftRight<16>(RoundedBf16Bits(du32, u));
-  const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
-  const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(x)), nan, rounded);
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, dst);  // bits <= 0xFFFF: no saturation
 }
 
 // fp32 -> bf16 bit patterns (StoreBf16Bits).

@@ -17,9 +17,9 @@
 #include "core/strided.h"
 #include "exec/thread_pool.h"
 #include "kernels/simd.h"
-#include "layer/conv_kernels.h"
 #include "layer/layer_impl.h"
 #include "layer/matmul.h"
+#include "layer/vector_kernels.h"
 #include "ops/gates.h"
 #include "ops/problem.h"
 
@@ -81,7 +81,7 @@ class PartTimer {
 // The causal conv + silu over channels [c0, c1) of one sequence's T rows of P (row stride ldp), in place.
 // ctx [Kc - 1, c1 - c0]: the inputs before the first token (oldest first). Tokens go in tiles through an
 // fp32 buffer that also keeps the Kc - 1 inputs before the tile (already overwritten in P by then); the
-// tile is layer/conv_kernels.h's (conv output and SiLU output each rounded to A, as transformers' bf16 ops
+// tile is layer/vector_kernels.h's (conv output and SiLU output each rounded to A, as transformers' bf16 ops
 // round them).
 template <typename A>
 void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, int64_t c1, const float* ctx,
@@ -96,31 +96,15 @@ void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, 
     for (int64_t t = 0; t < n; ++t) {
       const A* row = P + (t0 + t) * ldp + c0;
       float* dst = in + (pre + t) * w;
-      for (int64_t c = 0; c < w; ++c) dst[c] = ld(row, c);
+      if constexpr (kBf16) {
+        simd::bf16_to_f32(w, row, dst);
+      } else {
+        std::copy(row, row + w, dst);
+      }
     }
     layer::conv_silu_tile(n, w, Kc, in, L.conv_w.data() + c0, C, L.conv_b.empty() ? nullptr : L.conv_b.data() + c0,
                           kBf16, kBf16, P + t0 * ldp + c0, ldp);
     std::copy(in + n * w, in + (n + pre) * w, in);  // the tile's last Kc - 1 inputs precede the next tile
-  }
-}
-
-// The gated RMSNorm of one (token, value head) row of V values, in place (layer.h gives the formula):
-// GDN (Qwen3NextRMSNormGated): h = rnd(o r); h = rnd(w h); out = rnd(h silu(z));
-// KDA (KimiLinearRMSNormGated): out = rnd(w o r sigmoid(gate)); r = rsqrt(mean(o^2) + eps) in fp32.
-template <typename A>
-void norm_row(const Layer::Impl& L, A* o, const A* gate, int64_t V, float* g, float* e) {
-  for (int64_t i = 0; i < V; ++i) g[i] = ld(gate, i);
-  exp_neg(V, g, e);  // silu(g) = g / (1 + e), sigmoid(g) = 1 / (1 + e)
-  double ss = 0;
-  for (int64_t i = 0; i < V; ++i) ss += static_cast<double>(ld(o, i)) * ld(o, i);
-  const float r = 1.0f / std::sqrt(static_cast<float>(ss / V) + static_cast<float>(L.spec.rms_norm_eps));
-  if (L.spec.kind() == Kind::kGdn) {
-    for (int64_t i = 0; i < V; ++i) {
-      const float h = round_to<A>(L.norm_w[i] * round_to<A>(ld(o, i) * r));
-      st(o, i, h * (g[i] / (1.0f + e[i])));
-    }
-  } else {
-    for (int64_t i = 0; i < V; ++i) st(o, i, L.norm_w[i] * (ld(o, i) * r) * (1.0f / (1.0f + e[i])));
   }
 }
 
@@ -249,14 +233,17 @@ struct Call {
     A* o = reinterpret_cast<A*>(O.get());
     const A* p = reinterpret_cast<const A*>(P.get());
     const A* g = reinterpret_cast<const A*>(G.get());
+    constexpr bool kBf16 = std::is_same_v<A, uint16_t>;
+    const bool gdn = s.kind() == Kind::kGdn;
+    const float eps = static_cast<float>(s.rms_norm_eps);
     pool.run([&](int w) {
       int64_t b, e;
       split(M * HV, threads, w, &b, &e);
-      std::vector<float> gbuf(V), ebuf(V);
-      for (int64_t u = b; u < e; ++u) {
-        const int64_t m = u / HV, h = u % HV;
-        const A* gate = s.kind() == Kind::kGdn ? p + m * L.n1 + L.col_z + h * V : g + m * vd + h * V;
-        norm_row(L, o + m * vd + h * V, gate, V, gbuf.data(), ebuf.data());
+      for (int64_t u = b; u < e;) {  // items (token m, head h); a token's heads in one call
+        const int64_t m = u / HV, h = u % HV, n = std::min(e - u, HV - h);
+        const A* gate = gdn ? p + m * L.n1 + L.col_z + h * V : g + m * vd + h * V;
+        layer::gated_rms_norm(n, V, gdn, eps, L.norm_w.data(), kBf16, o + m * vd + h * V, gate);
+        u += n;
       }
     });
   }
@@ -302,7 +289,7 @@ Status prefill_impl(const Layer::Impl& L, const TensorView& x, const TensorView&
   HANPU_RETURN_IF_ERROR(call.project_in(x));
   timer.lap(PartTimer::kProjections);
 
-  // Conv: work items are (sequence, block of 64 channels).
+  // Conv: work items are (sequence, block of cb channels).
   const int64_t cb = 256, blocks = (C + cb - 1) / cb;
   A* P = reinterpret_cast<A*>(call.P.get());
   call.pool.run([&](int w) {
