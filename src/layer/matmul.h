@@ -18,9 +18,12 @@ namespace hanpu::layer {
 // row counts: `hanpu layer --compare-gemm` times both. kAuto: kWidened where oneDNN has no native bf16 ISA
 // (onednn_native_bf16) and M >= kWidenMinRows, else kNative. F32 products ignore the route.
 enum class Bf16Route { kAuto, kNative, kWidened };
-// Below this many rows (decode's batches) the per-call widening of all of W costs more than it saves, and
-// bf16 W is half the bytes of a weight-bound product.
-inline constexpr int64_t kWidenMinRows = 32;
+// Below this many rows (decode's batches, short prompts) the per-call widening of all of W costs more than it
+// saves, and bf16 W is half the bytes of a weight-bound product. Measured on a qwen3.5-0.8b layer's
+// projections (`hanpu layer --tokens T`, 2 threads, Intel Xeon without AVX512-BF16, two rounds, widened vs
+// oneDNN's bf16): T = 32 21.1 / 27.7 vs 16.7 / 13.4 ms, T = 64 27.0 / 22.3 vs 29.0 / 24.5, T = 128 34.7 / 29.3
+// vs 50.0 / 49.2, T = 512 76.7 / 70.2 vs 337.4 / 231.3; one decode token 12-14 ms widened vs 1.7-2.6 bf16.
+inline constexpr int64_t kWidenMinRows = 64;
 // Whether oneDNN runs bf16 matmuls on a bf16 dot product here (its effective ISA is AVX512_CORE_BF16 or AMX).
 bool onednn_native_bf16();
 
