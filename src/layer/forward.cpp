@@ -93,14 +93,10 @@ void conv_block(const Layer::Impl& L, A* P, int64_t ldp, int64_t T, int64_t c0, 
   std::copy(ctx, ctx + pre * w, in);
   for (int64_t t0 = 0; t0 < T; t0 += tile) {
     const int64_t n = std::min(tile, T - t0);
-    for (int64_t t = 0; t < n; ++t) {
-      const A* row = P + (t0 + t) * ldp + c0;
-      float* dst = in + (pre + t) * w;
-      if constexpr (kBf16) {
-        simd::bf16_to_f32(w, row, dst);
-      } else {
-        std::copy(row, row + w, dst);
-      }
+    if constexpr (kBf16) {
+      simd::bf16_to_f32_rows(n, w, P + t0 * ldp + c0, ldp, in + pre * w, w);
+    } else {
+      for (int64_t t = 0; t < n; ++t) std::copy_n(P + (t0 + t) * ldp + c0, w, in + (pre + t) * w);
     }
     layer::conv_silu_tile(n, w, Kc, in, L.conv_w.data() + c0, C, L.conv_b.empty() ? nullptr : L.conv_b.data() + c0,
                           kBf16, kBf16, P + t0 * ldp + c0, ldp);

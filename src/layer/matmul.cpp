@@ -7,7 +7,6 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -126,7 +125,7 @@ Status widened_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64
     pool.run([&](int t) {
       int64_t b, e;
       part(mb, t, &b, &e);
-      for (int64_t r = b; r < e; ++r) simd::bf16_to_f32(Kd, x + (m0 + r) * ldx, xf + r * Kd);
+      simd::bf16_to_f32_rows(e - b, Kd, x + (m0 + b) * ldx, ldx, xf + b * Kd, Kd);
       widen_w(0, nb_max, 0, t);
     });
     for (int64_t n0 = 0, slot = 0; n0 < N; n0 += kCols, slot ^= 1) {
@@ -140,8 +139,7 @@ Status widened_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64
         if (out_dtype == DType::kF32) return;
         int64_t b, e;
         part(mb, t, &b, &e);
-        for (int64_t r = b; r < e; ++r)
-          simd::f32_to_bf16(nb, yf + r * nb, static_cast<uint16_t*>(y) + (m0 + r) * ldy + n0);
+        simd::f32_to_bf16_rows(e - b, nb, yf + b * nb, nb, static_cast<uint16_t*>(y) + (m0 + b) * ldy + n0, ldy);
       });
     }
   }
