@@ -214,8 +214,9 @@ TEST(Cli, PrecisionModesThroughBenchAndVerify) {
 
 // Several precision modes in one bench: each strategy in each mode, interleaved, the bf16 record with its
 // speedup over exact (per-round ratios: median within their range), the exact one's workspace its own (not
-// what the bf16 calls reserved on the same threads), and a mode given twice (auto = bf16 on bf16 inputs) runs
-// once; --parts compares the in-cache steps the same way; the one-mode benches refuse several, naming the option.
+// what the bf16 calls reserved on the same threads), and a mode given twice (auto resolves to exact or bf16 on
+// bf16 inputs, ops.h resolve_precision) runs once; --parts compares the in-cache steps the same way; the
+// one-mode benches refuse several, naming the option.
 TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
   const std::string json = temp("bench_modes.json"), svg = temp("bench_modes.svg");
   std::string log;
@@ -228,6 +229,7 @@ TEST(Cli, BenchRunsEachStrategyInEachPrecisionAndMeasuresTheSpeedup) {
   const nlohmann::json j = nlohmann::json::parse(f);
   EXPECT_EQ(j["precision"], "exact");
   EXPECT_EQ(j["precisions"], (nlohmann::json{"exact", "bf16", "auto"}));
+  EXPECT_EQ(j["auto_bf16_mode"], precision_name(resolve_precision(Precision::kAuto, DType::kBF16)));
   ASSERT_EQ(j["records"].size(), 4u);
   std::vector<std::string> runs;
   for (const auto& r : j["records"]) runs.push_back(r["strategy"].get<std::string>() + " " + r["precision"].get<std::string>());

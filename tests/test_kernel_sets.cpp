@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "hanpu/ops.h"
 #include "kernels/amx_support.h"
 #include "kernels/bf16_round.h"
 #include "kernels/decay.h"
@@ -1118,6 +1119,27 @@ TEST(KernelSets, TheRegistryListsTheBestFirstAndTheReferenceLast) {
     if (ks.bf16_peak) {
       EXPECT_GT(ks.bf16_peak(10), 0) << ks.name;
     }
+  }
+}
+
+// Precision auto runs bf16 inputs in the bf16 mode exactly where the active set's bf16 GEMMs have a unit
+// faster than its fp32 FMA (the AMX and AVX512-BF16 sets), and every other input in exact mode; explicit
+// modes stay as given. The portable sets are the ones whose bf16 GEMMs are the fp32 GEMM on rounded copies.
+TEST(KernelSets, AutoPrecisionTakesBf16OnlyWhereTheBf16UnitBeatsTheFma) {
+  const KernelSet& ks = active_kernels();
+  const bool fast_unit = ks.bf16_peak != nullptr;  // AMX tiles or VDPBF16PS, not the fp32 FMA
+  EXPECT_EQ(ks.bf16_gemms_beat_fp32(), fast_unit) << ks.name;
+  EXPECT_EQ(resolve_precision(Precision::kAuto, DType::kBF16), fast_unit ? Precision::kBf16 : Precision::kExact)
+      << ks.name << ": " << ks.bf16_unit;
+  for (DType d : {DType::kF32, DType::kF16}) {
+    EXPECT_EQ(resolve_precision(Precision::kAuto, d), Precision::kExact) << dtype_name(d);
+  }
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) {
+    EXPECT_EQ(resolve_precision(Precision::kExact, d), Precision::kExact) << dtype_name(d);
+    EXPECT_EQ(resolve_precision(Precision::kBf16, d), Precision::kBf16) << dtype_name(d);
+  }
+  for (const KernelSet& k : kernel_sets()) {
+    EXPECT_EQ(k.bf16_gemms_beat_fp32(), k.bf16_peak != nullptr) << k.name;
   }
 }
 

@@ -47,12 +47,14 @@ struct EngineRun {
   Status status;
 };
 
-EngineRun run(const TensorFile& f, Kind kind, int64_t C, std::shared_ptr<const plan::Plan> pl, int threads = 2) {
+EngineRun run(const TensorFile& f, Kind kind, int64_t C, std::shared_ptr<const plan::Plan> pl, int threads = 2,
+              Precision precision = Precision::kAuto) {
   Inputs in;
   EXPECT_TRUE(bind_inputs(f, &in).ok());
   Options opt;
   opt.kind = kind;
   opt.chunk_size = static_cast<int>(C);
+  opt.precision = precision;
   const auto& q = f.tensors.at("q");
   const auto& v = f.tensors.at("v");
   EngineRun r;
@@ -94,7 +96,8 @@ TEST(PlanExec, APlanLoadedFromJsonRunsBitIdentically) {
     const auto pl = make(Kind::kGdn, 64, 32, 32, true, gemm_first, true, 200, 4, "host", true);  // bf16 inputs
     auto loaded = std::make_shared<plan::Plan>();
     ASSERT_TRUE(plan::plan_from_json(plan::plan_to_json(*pl).dump(), loaded.get()).ok());
-    const EngineRun a = run(f, Kind::kGdn, 64, pl), b = run(f, Kind::kGdn, 64, loaded);
+    const EngineRun a = run(f, Kind::kGdn, 64, pl, 2, Precision::kBf16);
+    const EngineRun b = run(f, Kind::kGdn, 64, loaded, 2, Precision::kBf16);
     ASSERT_TRUE(a.status.ok() && b.status.ok());
     EXPECT_EQ(a.o.bytes, b.o.bytes);
     EXPECT_EQ(a.s.bytes, b.s.bytes);
@@ -154,8 +157,12 @@ TEST(PlanExec, PlansThatDoNotFitAreRefused) {
   EXPECT_EQ(r.status.message(), "plan value heads is 4, the problem's is 2");
   r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2), 3);
   EXPECT_EQ(r.status.message(), "plan worker count is 2, the problem's is threads=3");
-  r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2, "host", true));  // f32: exact
+  const auto bf16_plan = make(Kind::kGdn, 64, 32, 32, true, true, false, 70, 2, "host", true);
+  r = run(f, Kind::kGdn, 64, bf16_plan, 2, Precision::kExact);
   EXPECT_EQ(r.status.message(), "plan precision is bf16, the problem's is exact");
+  r = run(f, Kind::kGdn, 64, bf16_plan);  // auto on f32 inputs: exact, and the message says where it came from
+  EXPECT_EQ(r.status.message(), "plan precision is bf16, the problem's is exact (precision auto's choice for these "
+                                "inputs here; give the plan's precision explicitly)");
   r = run(f, Kind::kGdn, 64, make(Kind::kGdn, 64, 32, 32, true, true, true, 70, 2, "ascend-310p"));
   EXPECT_NE(r.status.message().find("vector step on blocked tiles"), std::string::npos) << r.status.message();
 }

@@ -120,8 +120,9 @@ Runner add_run_command(CLI::App& app) {
   app.add_flag("--output-final-state", a->final_state, "Write final_state");
   app.add_flag("--check-finite", a->check_finite, "Reject NaN/Inf inputs instead of propagating them");
   app.add_option("--precision", a->precision,
-                 "GEMM precision of the chunk and engine modes: auto (bf16 for bf16 inputs), exact (fp32 operands) or "
-                 "bf16 (operands rounded to bf16, fp32 accumulation)")
+                 "GEMM precision of the chunk and engine modes: auto (bf16 for bf16 inputs where the CPU has a bf16 "
+                 "unit faster than its fp32 FMA, else exact), exact (fp32 operands) or bf16 (operands rounded to "
+                 "bf16, fp32 accumulation)")
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
   return [a, &app] { return run(*a, app); };
 }

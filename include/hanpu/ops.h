@@ -31,12 +31,15 @@ const char* kind_name(Kind k);  // "gdn" / "kda"
 //   kBf16:  every GEMM operand rounded to bf16 (as FLA's half-precision kernels and tensor cores do), fp32
 //           accumulation; the state stays fp32 in memory (rounded only as a GEMM operand); gates, cumsums,
 //           the triangular inverse and all vector work in fp32.
-//   kAuto:  kBf16 for bf16 q, kExact otherwise (f16's rounding floor is 8x finer than bf16 operands hold).
+//   kAuto:  kBf16 for bf16 q where this process's kernel set runs bf16 GEMMs faster than fp32 ones (AMX
+//           tiles, AMD's AVX512-BF16 dot products), kExact otherwise: f16's rounding floor is 8x finer than
+//           bf16 operands hold, and elsewhere the bf16 GEMMs are the fp32 FMA on rounded copies of the
+//           operands, slower than kExact (the rounding passes) and less exact (README "Precision modes").
 // The recurrent, decode and reference paths have no GEMMs and are exact in every mode.
 enum class Precision { kAuto, kExact, kBf16 };
 const char* precision_name(Precision p);                    // "auto" / "exact" / "bf16"
 bool parse_precision(const std::string& name, Precision* out);
-// The mode a call runs at: `p` itself, or for kAuto the one q's dtype selects.
+// The mode a call runs at: `p` itself, or for kAuto the one q's dtype and the active kernel set select.
 Precision resolve_precision(Precision p, DType q_dtype);
 
 struct Options {

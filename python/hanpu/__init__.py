@@ -26,10 +26,12 @@ def cpu_features() -> dict:
     """What the engine runs with on this machine: the kernel set in use (Highway's target name, e.g.
     "AVX3" for AVX-512; HANPU_KERNELS=NAME picks another), every kernel set this build and CPU offer, best
     first, what runs the bf16 precision mode's GEMMs ("AVX512-BF16 dot products" where the CPU has them),
-    the threads a call uses now, and the engine's dataflow strategies."""
+    the mode ``precision="auto"`` runs bf16 inputs in ("bf16" where that unit beats the fp32 FMA, else
+    "exact"), the threads a call uses now, and the engine's dataflow strategies."""
     return {
         "simd_target": _hanpu.simd_target(),
         "bf16_unit": _hanpu.bf16_unit(),
+        "auto_bf16_mode": _hanpu.auto_bf16_mode(),
         "kernel_sets": _hanpu.kernel_sets(),
         "threads": get_num_threads(),
         "strategies": _hanpu.strategies(),

@@ -177,8 +177,9 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
     (alias of ``state_v_first``). hanpu's own: ``strategy`` (hanpu, fla, fla-megakernel, flashqla,
     native: the engine's dataflows, identical in result up to rounding), ``threads`` (None: the
     set_num_threads setting), ``check_finite`` (reject NaN/Inf inputs, naming the tensor), ``precision``
-    ("auto": bf16 GEMM operands for bf16 q, else "exact" fp32 operands; or either explicitly — README
-    "Precision modes").
+    ("auto": bf16 GEMM operands for bf16 q where the CPU's bf16 unit beats its fp32 FMA, as
+    ``hanpu.cpu_features()["auto_bf16_mode"]`` says, else "exact" fp32 operands; or either explicitly —
+    README "Precision modes").
 
     Returns ``(o, final_state)``: o [B, T, HV, V] in q's dtype; final_state float32 or None.
     """

@@ -256,8 +256,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   } else if (!ks.bf16_peak) {
     why = " (the bf16 mode rounds operands for the fp32 FMA: HANPU_KERNELS chose this set over " + unit->name + ")";
   }
-  std::snprintf(line, sizeof line, "bf16 GEMM unit: %s, peak %.1f GFLOP/s%s", ks.bf16_unit.c_str(),
-                out->matrix_peak_gflops, why.c_str());
+  out->auto_bf16_mode = precision_name(resolve_precision(Precision::kAuto, DType::kBF16));
+  std::snprintf(line, sizeof line, "bf16 GEMM unit: %s, peak %.1f GFLOP/s%s; precision auto runs bf16 inputs in %s mode",
+                ks.bf16_unit.c_str(), out->matrix_peak_gflops, why.c_str(), out->auto_bf16_mode.c_str());
   progress(line);
   out->amx_usable = amx_support().usable;
   out->amx_reason = amx_support().reason;
@@ -540,6 +541,7 @@ std::string format_bench_json(const BenchReport& rep, const BenchConfig& cfg) {
   j["fma_peak_gflops"] = rep.fma_peak_gflops;
   j["matrix_peak_gflops"] = rep.matrix_peak_gflops;
   j["matrix_unit"] = rep.matrix_unit;
+  j["auto_bf16_mode"] = rep.auto_bf16_mode;
   j["amx"] = {{"usable", rep.amx_usable}, {"reason", rep.amx_reason}};
   j["host_description"] = rep.host_calibrated ? "calibrated" : "shipped default";
   j["host_description_note"] = rep.host_note;

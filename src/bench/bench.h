@@ -105,6 +105,8 @@ struct BenchReport {
   // the kernel set, or the fp32 FMA peak where it has none), and that unit's name.
   double matrix_peak_gflops = 0;
   std::string matrix_unit;
+  // The mode precision auto runs bf16 inputs in here ("bf16" or "exact": ops.h resolve_precision).
+  std::string auto_bf16_mode;
   // Whether this process may run AMX tiles, and why not (kernels/amx_support.h).
   bool amx_usable = false;
   std::string amx_reason;

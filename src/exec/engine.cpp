@@ -139,7 +139,11 @@ Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfi
   if (pl.opt.K != p.K) return mismatch("K", std::to_string(pl.opt.K), std::to_string(p.K));
   if (pl.opt.V != p.V) return mismatch("V", std::to_string(pl.opt.V), std::to_string(p.V));
   if (pl.opt.bf16 != p.bf16_gemm) {  // the packing plan is the bf16 unit's (hanpu plan --precision bf16)
-    return mismatch("precision", pl.opt.bf16 ? "bf16" : "exact", p.bf16_gemm ? "bf16" : "exact");
+    const std::string mode = p.bf16_gemm ? "bf16" : "exact";
+    return mismatch("precision", pl.opt.bf16 ? "bf16" : "exact",
+                    p.opt.precision == Precision::kAuto ? mode + " (precision auto's choice for these inputs here; "
+                                                                  "give the plan's precision explicitly)"
+                                                        : mode);
   }
   const plan::Shape want = shape_of(p, pl.mapping.shape.workers);
   if (want.HV != pl.mapping.shape.HV) {

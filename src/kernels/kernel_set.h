@@ -211,6 +211,11 @@ struct KernelSet {
   // copies). The engine runs a bf16 plan's two-term split products in fp32 where this is no more than their
   // products (plan/packing.h bf16_terms).
   double bf16_rate_over_fp32 = 1;
+  // Whether the bf16 GEMMs have a unit faster than the fp32 FMA (AMX tiles, VDPBF16PS): the precision `auto`
+  // picks the bf16 mode for bf16 inputs only then (ops.h resolve_precision). The portable sets' bf16 GEMMs
+  // are their fp32 GEMM on rounded copies: the bf16 mode there measured 0.90-0.97x exact mode's speed
+  // (GDN and KDA, T = 4096, AVX3 and AVX2 sets, Intel Xeon without AVX512-BF16), with larger errors.
+  bool bf16_gemms_beat_fp32() const { return bf16_rate_over_fp32 > 1; }
   // The bf16 unit's operand tile: a product executes whole tiles, its M padded to tile_rows, N to tile_cols
   // and the reduction to tile_k (AMX: 16 x 32 A tiles times 32 x 16 B tiles into 16 x 16 fp32 C tiles;
   // VDPBF16PS: one 16-column register of C a row, the reduction in pairs; the portable sets, the fp32 GEMM
@@ -294,7 +299,7 @@ void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.c
 // it at half the FMA's rate (the Intel Xeon with AMX, its tiles put aside with HANPU_KERNELS=AVX3+BF16:
 // 122.9 against 246.3 GFLOP/s a core), where AVX3's bf16 mode, fp32 FMA on rounded operands with the same
 // errors, runs a GDN T = 4096 prefill (2 threads, medians) in 34.8-35.6 ms against 46.4-46.9 ms: there
-// `auto` on bf16 inputs must not get the slower unit.
+// the bf16 mode must not get the slower unit (and `auto` runs bf16 inputs in exact mode: AVX3 is active).
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
 // With AMX tiles usable by this process (kernels/amx_support.h): the AVX512-BF16 set with its bf16 GEMMs on
 // TDPBF16PS, ahead of all.

@@ -1,4 +1,5 @@
 // The fp64 reference: the ground truth every other path is measured against.
+#include "kernels/kernel_set.h"
 #include "ops/problem.h"
 #include "ops/recurrence.h"
 
@@ -30,7 +31,7 @@ bool parse_precision(const std::string& name, Precision* out) {
 
 Precision resolve_precision(Precision p, DType q_dtype) {
   if (p != Precision::kAuto) return p;
-  return q_dtype == DType::kBF16 ? Precision::kBf16 : Precision::kExact;
+  return q_dtype == DType::kBF16 && active_kernels().bf16_gemms_beat_fp32() ? Precision::kBf16 : Precision::kExact;
 }
 
 }  // namespace hanpu

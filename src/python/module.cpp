@@ -158,6 +158,9 @@ PYBIND11_MODULE(_hanpu, m) {
     return names;
   });
   m.def("bf16_unit", [] { return hanpu::active_kernels().bf16_unit; });
+  m.def("auto_bf16_mode", [] {
+    return std::string(hanpu::precision_name(hanpu::resolve_precision(hanpu::Precision::kAuto, hanpu::DType::kBF16)));
+  });
   m.def("resolve_threads", &hanpu::ThreadPool::resolve, py::arg("threads"));
   hanpu::register_layers(m);
   m.def("strategies", [] {

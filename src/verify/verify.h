@@ -61,7 +61,7 @@ struct VerifyConfig {
   uint64_t seed = 1;
   int threads = 0;  // 0: hardware concurrency
   bool engine = true;  // also check every engine strategy
-  Precision precision = Precision::kAuto;  // of every instance (auto: bf16 for the bf16-input instances)
+  Precision precision = Precision::kAuto;  // of every instance (auto: resolve_precision per instance)
 };
 
 struct VerifyReport {
