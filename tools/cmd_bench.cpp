@@ -110,8 +110,9 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--dtype", a->dtype, "Input dtype: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--precision", a->precisions,
                  "GEMM precision: auto (bf16 for bf16 inputs where the CPU has a bf16 unit faster than its fp32 "
-                 "FMA, else exact), exact (fp32 operands) or bf16 (operands rounded to bf16, fp32 accumulation); several (exact,bf16) run each strategy in each mode, "
-                 "interleaved, with bf16's speedup over exact measured round by round")
+                 "FMA, else exact), exact (fp32 operands) or bf16 (operands rounded to bf16, fp32 accumulation); "
+                 "several (exact,bf16) run each strategy in each mode, interleaved, with bf16's speedup over exact "
+                 "measured round by round")
       ->delimiter(',')
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
   app.add_flag("--breakdown", a->cfg.breakdown,

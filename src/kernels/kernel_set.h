@@ -213,7 +213,7 @@ struct KernelSet {
   double bf16_rate_over_fp32 = 1;
   // Whether the bf16 GEMMs have a unit faster than the fp32 FMA (AMX tiles, VDPBF16PS): the precision `auto`
   // picks the bf16 mode for bf16 inputs only then (ops.h resolve_precision). The portable sets' bf16 GEMMs
-  // are their fp32 GEMM on rounded copies: the bf16 mode there measured 0.90-0.97x exact mode's speed
+  // are their fp32 GEMM on rounded copies: the bf16 mode there measured 0.89-0.97x exact mode's speed
   // (GDN and KDA, T = 4096, AVX3 and AVX2 sets, Intel Xeon without AVX512-BF16), with larger errors.
   bool bf16_gemms_beat_fp32() const { return bf16_rate_over_fp32 > 1; }
   // The bf16 unit's operand tile: a product executes whole tiles, its M padded to tile_rows, N to tile_cols
