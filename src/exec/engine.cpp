@@ -152,7 +152,10 @@ Status check_plan_fits(const plan::Plan& pl, const Problem& p, const EngineConfi
   if (want.seq_tokens != pl.mapping.shape.seq_tokens) {
     auto list = [](const std::vector<int64_t>& v) {
       std::string s;
-      for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(v[i]);
+      for (std::size_t i = 0; i < v.size() && i < 8; ++i) {
+        if (i) s += ',';
+        s += std::to_string(v[i]);
+      }
       return s + (v.size() > 8 ? ",..." : "") + " (" + std::to_string(v.size()) + " sequences)";
     };
     return mismatch("sequence lengths", list(pl.mapping.shape.seq_tokens), list(want.seq_tokens));
