@@ -1,5 +1,8 @@
 #include "app.h"
 
+#include <cstdio>
+#include <new>
+
 #include "hanpu/version.h"
 
 namespace hanpu::cli {
@@ -28,7 +31,17 @@ CommandLine::CommandLine()
 
 int CommandLine::run() const {
   for (const auto& [sub, runner] : runners_) {
-    if (sub->parsed()) return runner();
+    if (!sub->parsed()) continue;
+    // The commands size what they allocate from their options; one that asks for more than the process can
+    // have ends here with a message, not in std::terminate (the sizes that are sure not to fit are refused
+    // before anything is allocated: bench_common.h check_fits_in_memory).
+    try {
+      return runner();
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "hanpu %s: out of memory: the request needs more memory than this process can allocate\n",
+                   sub->get_name().c_str());
+      return 2;
+    }
   }
   return 2;
 }

@@ -233,6 +233,16 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     if (t < 1) return InvalidArgument("tokens must be >= 1, got " + std::to_string(t));
   }
   if (cfg.reps < 1) return InvalidArgument("reps must be >= 1, got " + std::to_string(cfg.reps));
+  if (!cfg.decode && !cfg.parts) {
+    // What the longest run holds at once, at least: the fp32 inputs, their copy in cfg.dtype, and o.
+    const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
+    const double per_token = 2.0 * cfg.H * cfg.K + static_cast<double>(cfg.HV) * cfg.V +
+                             (cfg.kind == Kind::kKda ? cfg.HV * cfg.K : cfg.HV) + cfg.HV;
+    const double bytes = static_cast<double>(Tmax) *
+                         (per_token * (4 + dtype_size(cfg.dtype)) + static_cast<double>(cfg.HV) * cfg.V * dtype_size(cfg.dtype));
+    HANPU_RETURN_IF_ERROR(check_fits_in_memory(bytes, "tokens " + std::to_string(Tmax) + " (" + std::to_string(cfg.H) +
+                                                          " q/k heads, " + std::to_string(cfg.HV) + " value heads)"));
+  }
   const int threads = cfg.parts ? 1 : ThreadPool::resolve(cfg.threads);  // --parts times one thread's steps
   out->fma_peak_gflops = measure_fma_peak(threads);
   char line[512];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unistd.h>
 
 #include "core/strided.h"
 #include "exec/calibrate.h"
@@ -17,6 +18,17 @@ void fill_uniform(std::vector<float>& x, uint64_t seed, float a) {
     s ^= s << 17;
     v = a * (static_cast<float>(s >> 40) * (2.0f / 16777216.0f) - 1.0f);
   }
+}
+
+Status check_fits_in_memory(double bytes, const std::string& request) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return Status::Ok();  // unknown: let the allocations decide
+  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  if (bytes <= have) return Status::Ok();
+  char msg[256];
+  std::snprintf(msg, sizeof msg, "%s needs at least %.1f GiB of memory, and this machine has %.1f GiB",
+                request.c_str(), bytes / (1 << 30), have / (1 << 30));
+  return InvalidArgument(msg);
 }
 
 Tensor to_dtype(const std::vector<float>& x, DType dt, std::vector<int64_t> shape) {

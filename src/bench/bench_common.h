@@ -19,6 +19,12 @@ void fill_uniform(std::vector<float>& x, uint64_t seed, float a);
 // x converted to dtype dt in a new tensor of `shape`.
 Tensor to_dtype(const std::vector<float>& x, DType dt, std::vector<int64_t> shape);
 
+// OK where `bytes`, a lower bound of what a run will hold in memory at once, fits in this machine's physical
+// memory; else InvalidArgument naming `request` (the options that set the size) and both sizes. A run too
+// large for the machine fails here with a message instead of aborting in an allocation or being killed by
+// the kernel's OOM killer part way through.
+Status check_fits_in_memory(double bytes, const std::string& request);
+
 // The bench's prefill inputs for T tokens of H q/k heads and HV value heads, [T, heads, dim] in fp32
 // (B = 1, so a prefix of T' tokens is the inputs of T'): q, k, v uniform in [-1.7, 1.7], log decays g in
 // (-0.101, -0.001] (one per value head for GDN, K per value head for KDA), beta in (0, 1).

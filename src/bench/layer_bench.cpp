@@ -1,5 +1,6 @@
 #include "bench/layer_bench.h"
 #include "bench/bench.h"
+#include "bench/bench_common.h"
 
 #include <algorithm>
 #include <chrono>
@@ -152,6 +153,12 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
                                                 : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
                                                   "product on this CPU; below " +
                                                       std::to_string(layer::kWidenMinRows) + " rows oneDNN bf16)";
+  // What a prefill holds at once, at least: x and y [B, T, hidden], the projections [B, T, >= conv_dim] and the
+  // core's output [B, T, value_dim], all in the activation dtype.
+  const double rows = static_cast<double>(cfg.batch) * static_cast<double>(cfg.tokens);
+  HANPU_RETURN_IF_ERROR(check_fits_in_memory(
+      rows * dtype_size(act) * (2.0 * s.hidden_size + s.conv_dim() + s.value_dim()),
+      "tokens " + std::to_string(cfg.tokens) + " x batch " + std::to_string(cfg.batch)));
   LayerRunConfig run;
   run.threads = r.threads;
   run.strategy = cfg.strategy;

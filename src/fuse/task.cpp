@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <cstring>
 #include <sstream>
@@ -51,13 +52,16 @@ constexpr double kMaxStages = 2e6;
 constexpr double kMaxHostFloats = 268435456;  // 1 GiB of fp32
 
 Status check_size(double stages, double host_floats, bool host) {
+  // Printed from the doubles: the sizes of absurd dimensions are past int64's range.
+  char msg[160];
   if (stages > kMaxStages) {
-    return InvalidArgument("too many tiles: " + std::to_string(static_cast<int64_t>(stages)) + " stages (at most " +
-                           std::to_string(static_cast<int64_t>(kMaxStages)) + ")");
+    std::snprintf(msg, sizeof msg, "too many tiles: %.0f stages (at most %.0f)", stages, kMaxStages);
+    return InvalidArgument(msg);
   }
   if (host && host_floats > kMaxHostFloats) {
-    return InvalidArgument("the host data would need " + std::to_string(static_cast<int64_t>(host_floats * 4 / 1048576)) +
-                           " MiB (at most 1024)");
+    std::snprintf(msg, sizeof msg, "the host data would need %.0f MiB (at most %.0f)", host_floats * 4 / 1048576,
+                  kMaxHostFloats * 4 / 1048576);
+    return InvalidArgument(msg);
   }
   return Status::Ok();
 }
