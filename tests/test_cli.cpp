@@ -557,10 +557,9 @@ TEST(Cli, BadInputExitsWithCode2AndAMessage) {
   EXPECT_NE(log.find("runs past the end of the file"), std::string::npos) << log;
 }
 
-// Sizes no machine here can hold are refused before anything is allocated, naming the options that set them;
-// a size that passes that bound but still cannot be allocated (here: under a 2 GiB address-space limit) ends
-// with a message and exit code 2, not in std::terminate.
-TEST(Cli, RunsTooLargeForMemoryExitWith2AndAMessage) {
+// Sizes no machine here can hold are refused before anything is allocated or measured, naming the options
+// that set them.
+TEST(Cli, RunsTooLargeForMemoryAreRefusedUpFront) {
   std::string log;
   EXPECT_EQ(run_cli("bench --tokens 64,1000000000 --strategies hanpu --reps 1", &log), 2);
   EXPECT_NE(log.find("hanpu bench: invalid argument: tokens 1000000000 (16 q/k heads, 16 value heads) needs at least"),
@@ -570,6 +569,11 @@ TEST(Cli, RunsTooLargeForMemoryExitWith2AndAMessage) {
   EXPECT_EQ(run_cli("layer --tokens 16777216 --batch 4096 --reps 1", &log), 2);
   EXPECT_NE(log.find("hanpu layer: invalid argument: tokens 16777216 x batch 4096 needs at least"), std::string::npos)
       << log;
+}
+
+// A size that passes that bound but still cannot be allocated (here: under a 2 GiB address-space limit) ends
+// with a message and exit code 2, not in std::terminate.
+TEST(Cli, AFailedAllocationExitsWith2AndAMessage) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizer runtimes reserve more address space than the limit below and abort on a failed "
                   "allocation instead of throwing std::bad_alloc";
@@ -578,7 +582,7 @@ TEST(Cli, RunsTooLargeForMemoryExitWith2AndAMessage) {
   const int rc = std::system(("ulimit -v 2000000; " + std::string(HANPU_CLI_PATH) +
                               " bench --tokens 150000 --strategies hanpu --reps 1 > " + out + " 2>&1").c_str());
   std::ifstream f(out);
-  log.assign(std::istreambuf_iterator<char>(f), {});
+  const std::string log(std::istreambuf_iterator<char>(f), {});
   ASSERT_TRUE(WIFEXITED(rc)) << log;
   EXPECT_EQ(WEXITSTATUS(rc), 2) << log;
   EXPECT_NE(log.find("hanpu bench: out of memory: the request needs more memory than this process can allocate"),
