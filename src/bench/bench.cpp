@@ -233,9 +233,9 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
     if (t < 1) return InvalidArgument("tokens must be >= 1, got " + std::to_string(t));
   }
   if (cfg.reps < 1) return InvalidArgument("reps must be >= 1, got " + std::to_string(cfg.reps));
+  const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
   if (!cfg.decode && !cfg.parts) {
     // What the longest run holds at once, at least: the fp32 inputs, their copy in cfg.dtype, and o.
-    const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
     const double per_token = 2.0 * cfg.H * cfg.K + static_cast<double>(cfg.HV) * cfg.V +
                              (cfg.kind == Kind::kKda ? cfg.HV * cfg.K : cfg.HV) + cfg.HV;
     const double bytes = static_cast<double>(Tmax) *
@@ -310,7 +310,6 @@ Status run_bench(const BenchConfig& cfg, const std::function<void(const std::str
   }
   if (cfg.parts) return run_parts_bench(cfg, progress, out);
 
-  const int64_t Tmax = *std::max_element(cfg.tokens.begin(), cfg.tokens.end());
   const int64_t H = cfg.H, HV = cfg.HV, K = cfg.K, V = cfg.V;
   // Inputs for the longest run; shorter runs use a prefix (B = 1, so a prefix is contiguous).
   const BenchInputs bi = bench_inputs(cfg, Tmax, H, HV);
