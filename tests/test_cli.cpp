@@ -356,7 +356,18 @@ TEST(Cli, LayerRunsPresetsAndCheckpoints) {
   EXPECT_EQ(j["precision"], "bf16");  // the preset's bf16 weights: auto is bf16
   EXPECT_GT(j["prefill"]["median_ms"].get<double>(), 0.0);
   EXPECT_EQ(j["prefill"]["parts_ms"].size(), 5u);
-  EXPECT_EQ(j["decode"].size(), 2u);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  for (const auto& d : j["decode"]) {  // each decode step with its parts, as the prefill's
+    ASSERT_EQ(d["parts_ms"].size(), 5u) << d;
+    double sum = 0;
+    for (const auto& [part, ms] : d["parts_ms"].items()) {
+      EXPECT_GE(ms.get<double>(), 0.0) << part;
+      sum += ms.get<double>();
+    }
+    EXPECT_GT(d["parts_ms"]["projections"].get<double>(), 0.0);
+    EXPECT_GT(sum, 0.0);
+  }
+  EXPECT_NE(log.find("decode batch   3:"), std::string::npos) << log;
   EXPECT_LT(j["check"]["rel_rms"].get<double>(), 2e-2);  // the bf16 bar of tests/test_layer.cpp
   EXPECT_NE(log.find("CPU: "), std::string::npos);
 

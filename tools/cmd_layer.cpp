@@ -58,7 +58,7 @@ Runner add_layer_command(CLI::App& app) {
                  "auto (bf16 for a bf16 checkpoint, else exact), exact (fp32 throughout) or bf16 (rounded as "
                  "transformers' bf16 model rounds)")
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
-  app.add_option("--decode", a->cfg.decode_batches, "Also time one decode step for these batch sizes (e.g. 1,16)")
+  app.add_option("--decode", a->cfg.decode_batches, "Also time one decode step for these batch sizes (e.g. 1,16), each with its parts (from the median step)")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   app.add_option("--strategy", a->strategy, "The core's dataflow (default hanpu)")

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <set>
@@ -24,6 +25,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// The parts' breakdown of the run whose time is the median of `ms` (one LayerStats a run, same order).
+std::vector<std::pair<std::string, double>> median_parts(const std::vector<double>& ms, const std::vector<LayerStats>& stats) {
+  std::vector<size_t> order(ms.size());
+  for (size_t i = 0; i < ms.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+  return stats[order[ms.size() / 2]].parts_ms;
+}
+
+// One table line a part: its time (printf format `fmt`, ms) and share of their sum.
+std::string format_parts(const std::vector<std::pair<std::string, double>>& parts, const char* fmt) {
+  double total = 0;
+  for (const auto& [n, ms] : parts) total += ms;
+  std::string o;
+  char num[32], buf[128];
+  for (const auto& [n, ms] : parts) {
+    std::snprintf(num, sizeof num, fmt, ms);
+    std::snprintf(buf, sizeof buf, "  %-12s %s ms  %5.1f%%\n", n.c_str(), num, total > 0 ? 100 * ms / total : 0.0);
+    o += buf;
+  }
+  return o;
+}
 
 Tensor random_hidden(DType dt, std::vector<int64_t> shape, uint64_t seed) {
   Tensor t(dt, std::move(shape));
@@ -153,6 +176,7 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
                                                 : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
                                                   "product on this CPU; below " +
                                                       std::to_string(layer::kWidenMinRows) + " rows oneDNN bf16)";
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) r.omp_wait_policy = policy;
   // What a prefill holds at once, at least: x and y [B, T, hidden], the projections [B, T, >= conv_dim] and the
   // core's output [B, T, value_dim], all in the activation dtype.
   const double rows = static_cast<double>(cfg.batch) * static_cast<double>(cfg.tokens);
@@ -182,10 +206,7 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
   }
   r.prefill_median_ms = percentile_median(r.prefill_all_ms);
   r.prefill_min_ms = *std::min_element(r.prefill_all_ms.begin(), r.prefill_all_ms.end());
-  std::vector<size_t> order(cfg.reps);
-  for (int i = 0; i < cfg.reps; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.prefill_all_ms[a] < r.prefill_all_ms[b]; });
-  r.parts_ms = stats[order[cfg.reps / 2]].parts_ms;
+  r.parts_ms = median_parts(r.prefill_all_ms, stats);
 
   // Decode: `b` sequences in slots 0..b-1, one token each per step.
   for (int64_t b : cfg.decode_batches) {
@@ -195,16 +216,18 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
     for (int64_t i = 0; i < b; ++i) idx[i] = static_cast<double>(i);
     Tensor slots(DType::kI64, {b});
     fill_from_doubles(slots, idx);
-    LayerRunConfig drun = run;
-    drun.breakdown = false;
     std::vector<double> t;
+    std::vector<LayerStats> dstats;
     const int steps = std::max(cfg.reps, 20);
     for (int rep = -1; rep < steps; ++rep) {
+      LayerStats st;
       const auto t0 = Clock::now();
-      HANPU_RETURN_IF_ERROR(L->decode(xd.view(), yd.view(), conv.view(), state.view(), slots.view(), drun));
-      if (rep >= 0) t.push_back(ms_since(t0));
+      HANPU_RETURN_IF_ERROR(L->decode(xd.view(), yd.view(), conv.view(), state.view(), slots.view(), run, &st));
+      if (rep < 0) continue;
+      t.push_back(ms_since(t0));
+      dstats.push_back(std::move(st));
     }
-    r.decode_ms.emplace_back(b, percentile_median(t));
+    r.decode.push_back({b, percentile_median(t), median_parts(t, dstats)});
     char line[160];
     std::snprintf(line, sizeof line, "decode batch %lld: %.3f ms per step", static_cast<long long>(b), percentile_median(t));
     progress(line);
@@ -246,20 +269,22 @@ std::string format_layer_table(const LayerBenchReport& r, const LayerBenchConfig
     << s.num_k_heads << "/" << s.num_v_heads << ", head dims " << s.head_k_dim << "/" << s.head_v_dim << ", conv "
     << s.conv_kernel << ", precision " << r.precision << "\n";
   o << "projections: " << r.projections << "\n";
+  // oneDNN's OpenMP threads spin after each call on the cores the engine's pool then uses (README "Whole
+  // layers"): the setting moves decode steps by a quarter or more, so it heads the numbers.
+  o << "OpenMP wait policy (oneDNN's threads): "
+    << (r.omp_wait_policy.empty() ? "unset (libgomp's default: they spin after each call, on the cores the engine "
+                                    "uses next; README \"Whole layers\")"
+                                  : r.omp_wait_policy)
+    << "\n";
   std::snprintf(buf, sizeof buf, "prefill B=%lld T=%lld: median %.1f ms (min %.1f, %d reps), %.0f tokens/s\n",
                 static_cast<long long>(cfg.batch), static_cast<long long>(cfg.tokens), r.prefill_median_ms, r.prefill_min_ms,
                 cfg.reps, cfg.batch * cfg.tokens / (r.prefill_median_ms * 1e-3));
   o << buf;
-  double total = 0;
-  for (const auto& [n, ms] : r.parts_ms) total += ms;
-  for (const auto& [n, ms] : r.parts_ms) {
-    std::snprintf(buf, sizeof buf, "  %-12s %9.1f ms  %5.1f%%\n", n.c_str(), ms, total > 0 ? 100 * ms / total : 0.0);
-    o << buf;
-  }
-  for (const auto& [b, ms] : r.decode_ms) {
-    std::snprintf(buf, sizeof buf, "decode batch %3lld: %.3f ms per step (%.0f tokens/s)\n", static_cast<long long>(b), ms,
-                  b / (ms * 1e-3));
-    o << buf;
+  o << format_parts(r.parts_ms, "%9.1f");
+  for (const LayerBenchReport::DecodeRun& d : r.decode) {
+    std::snprintf(buf, sizeof buf, "decode batch %3lld: %.3f ms per step (%.0f tokens/s)\n", static_cast<long long>(d.batch),
+                  d.median_ms, d.batch / (d.median_ms * 1e-3));
+    o << buf << format_parts(d.parts_ms, "%9.3f");
   }
   if (r.check_rel_rms >= 0) {
     std::snprintf(buf, sizeof buf, "check vs fp64 reference (%lld tokens): rel RMS %.3g, max |err| / max |y| %.3g\n",
@@ -279,7 +304,11 @@ std::string format_layer_json(const LayerBenchReport& r, const LayerBenchConfig&
   const LayerSpec& s = r.spec;
   json parts = json::object(), decode = json::array(), gemm = json::array();
   for (const auto& [n, ms] : r.parts_ms) parts[n] = ms;
-  for (const auto& [b, ms] : r.decode_ms) decode.push_back({{"batch", b}, {"median_ms", ms}});
+  for (const LayerBenchReport::DecodeRun& d : r.decode) {
+    json dparts = json::object();
+    for (const auto& [n, ms] : d.parts_ms) dparts[n] = ms;
+    decode.push_back({{"batch", d.batch}, {"median_ms", d.median_ms}, {"parts_ms", dparts}});
+  }
   for (const auto& [n, ms] : r.gemm_ms)
     gemm.push_back({{"implementation", n}, {"median_ms", ms}, {"gflops", r.gemm_flops / (ms * 1e6)}});
   json j = {{"cpu", r.cpu},
@@ -297,6 +326,7 @@ std::string format_layer_json(const LayerBenchReport& r, const LayerBenchConfig&
               {"all_ms", r.prefill_all_ms}, {"parts_ms", parts}}},
             {"decode", decode},
             {"projections", r.projections},
+            {"omp_wait_policy", r.omp_wait_policy.empty() ? json(nullptr) : json(r.omp_wait_policy)},
             {"projection_gemm", gemm}};
   if (r.check_rel_rms >= 0)
     j["check"] = {{"tokens", std::min(cfg.check_tokens, cfg.tokens)}, {"rel_rms", r.check_rel_rms},

@@ -37,11 +37,17 @@ struct LayerBenchReport {
   LayerSpec spec;
   std::string precision;  // "exact" or "bf16"
   std::string projections;  // how the projections run (layer/matmul.h's route for the prefill's row count)
+  std::string omp_wait_policy;  // OMP_WAIT_POLICY as this process got it (oneDNN's OpenMP threads), "" if unset
   int threads = 0;
   double prefill_median_ms = 0, prefill_min_ms = 0;
   std::vector<double> prefill_all_ms;
   std::vector<std::pair<std::string, double>> parts_ms;  // from the median-time rep's breakdown
-  std::vector<std::pair<int64_t, double>> decode_ms;     // (batch, median ms per step)
+  struct DecodeRun {
+    int64_t batch = 0;
+    double median_ms = 0;                                   // per step
+    std::vector<std::pair<std::string, double>> parts_ms;  // from the median-time step's breakdown
+  };
+  std::vector<DecodeRun> decode;
   double check_max_rel = -1, check_rel_rms = -1;          // -1: not checked
   // compare_gemm: ms of the [tokens, D] x [D, N1] projection on each implementation.
   std::vector<std::pair<std::string, double>> gemm_ms;

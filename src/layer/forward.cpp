@@ -398,15 +398,19 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   HANPU_RETURN_IF_ERROR(engine_decode_slots(call.core_inputs(N, 1), call.core_options(), cfg, state_pool, slot_view, o));
   timer.lap(PartTimer::kCore);
   // The core accepted the slots: shift each active sequence's conv window by its new input.
+  // Same work items as the conv step (a division per item, not per element).
   call.pool.run([&](int w) {
-    int64_t b, e;
-    split(N * C, threads, w, &b, &e);
-    for (int64_t u = b; u < e; ++u) {
-      const int64_t n = u / C, c = u % C;
+    int64_t ib, ie;
+    split(N * blocks, threads, w, &ib, &ie);
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t n = item / blocks, c0 = (item % blocks) * cb, wd = std::min(cb, C - c0);
       if (slots[n] < 0) continue;
-      A* win = pool_base + slots[n] * ps0 + c * ps1;
-      for (int64_t j = 0; j + 1 < Kc; ++j) st(win, j * ps2, ld(win, (j + 1) * ps2));
-      st(win, (Kc - 1) * ps2, raw[u]);
+      A* win = pool_base + slots[n] * ps0 + c0 * ps1;
+      const float* in = raw.data() + n * C + c0;
+      for (int64_t c = 0; c < wd; ++c, win += ps1) {
+        for (int64_t j = 0; j + 1 < Kc; ++j) win[j * ps2] = win[(j + 1) * ps2];
+        st(win, (Kc - 1) * ps2, in[c]);
+      }
     }
   });
   timer.lap(PartTimer::kConv);
