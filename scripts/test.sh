@@ -2,8 +2,8 @@
 # Builds and runs every test: the C++ suite (ctest), then the Python package's (pytest, through
 # scripts/test-python.sh). Usage: scripts/test.sh [--sanitize | --tsan]: the C++ suite alone under
 # ASan+UBSan, or the tests that run threads (engine, pool, decode, concurrent callers, fusion host
-# executors, plans, whole layers) under ThreadSanitizer. (The layers' projections run inside oneDNN on GNU
-# OpenMP, which is not instrumented: ThreadSanitizer checks hanpu's own threads around them.)
+# executors, plans, whole layers) under ThreadSanitizer. (The layers' projections run inside oneDNN, which is
+# not instrumented, on hanpu's pool: ThreadSanitizer checks hanpu's own threads around them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hanpu/tensor.h"
@@ -209,6 +210,84 @@ TEST(LayerMatmul, Bf16RoutesMatchTheExactProduct) {
       }
     }
   }
+}
+
+// fp32 products on the engine's pool (layer/matmul.cpp): a dense y with many rows splits by rows, few rows or
+// a strided y by W's rows through each worker's own block; 1, 2 and 3 workers (an uneven split), widths
+// below, at and across the 64-column slices; each element within fp32 accumulation error of the fp64 sum,
+// nothing written beyond N. Every split computes each element as the same dot product over Kd, so the
+// results of 1, 2 and 3 workers agree.
+TEST(LayerMatmul, Fp32SplitsOverThePoolMatchTheExactProduct) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t Kd = 72;
+  for (int64_t M : {1, 40, 700}) {
+    for (int64_t N : {5, 64, 200}) {
+      for (int64_t pad : {0, 3}) {  // 0: a dense y (row split for M = 700), 3: strided
+        const int64_t ldx = Kd + 1, ldy = N + pad;
+        std::vector<float> x(M * ldx), w(N * Kd);
+        for (float& v : x) v = nd(rng);
+        for (float& v : w) v = nd(rng);
+        std::vector<float> first;
+        for (int threads : {1, 2, 3}) {
+          std::vector<float> y(M * ldy, -7.0f);
+          const std::string what = "M " + std::to_string(M) + " N " + std::to_string(N) + " ldy " +
+                                   std::to_string(ldy) + " threads " + std::to_string(threads);
+          ASSERT_TRUE(matmul_nt(M, N, Kd, DType::kF32, x.data(), ldx, w.data(), DType::kF32, y.data(), ldy, threads).ok())
+              << what;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < ldy; ++n) {
+              const float got = y[m * ldy + n];
+              if (n >= N) {
+                ASSERT_EQ(got, -7.0f) << what << " wrote beyond N";
+                continue;
+              }
+              double r = 0, mag = 0;
+              for (int64_t k = 0; k < Kd; ++k) {
+                const double p = double(x[m * ldx + k]) * w[n * Kd + k];
+                r += p, mag += std::abs(p);
+              }
+              ASSERT_NEAR(got, r, Kd * 0x1p-24 * mag * 1.01) << what << " m " << m << " n " << n;
+            }
+          if (first.empty()) {
+            first = y;
+          } else {
+            EXPECT_EQ(y, first) << what << ": differs from 1 worker";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Callers on several threads at once (a server's request threads): each thread's primitives are its own, so
+// concurrent products are each exactly what one caller alone gets.
+TEST(LayerMatmul, ConcurrentCallersGetTheirOwnProducts) {
+  const int64_t M = 24, N = 300, Kd = 96;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<float>> xs(3, std::vector<float>(M * Kd)), alone(3);
+  std::vector<float> w(N * Kd);
+  for (float& v : w) v = nd(rng);
+  for (auto& x : xs)
+    for (float& v : x) v = nd(rng);
+  for (int i = 0; i < 3; ++i) {
+    alone[i].assign(M * N, 0.0f);
+    ASSERT_TRUE(matmul_nt(M, N, Kd, DType::kF32, xs[i].data(), Kd, w.data(), DType::kF32, alone[i].data(), N, 1).ok());
+  }
+  std::vector<std::vector<float>> got(3, std::vector<float>(M * N, 0.0f));
+  std::vector<int> failures(3, 0);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 3; ++i)
+    callers.emplace_back([&, i] {
+      for (int rep = 0; rep < 20; ++rep) {
+        if (!matmul_nt(M, N, Kd, DType::kF32, xs[i].data(), Kd, w.data(), DType::kF32, got[i].data(), N, 1 + i % 2).ok() ||
+            got[i] != alone[i])
+          ++failures[i];
+      }
+    });
+  for (auto& t : callers) t.join();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(failures[i], 0) << "caller " << i;
 }
 
 TEST(LayerMatmul, RejectsOtherDtypes) {

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <set>
@@ -176,7 +175,6 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
                                                 : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
                                                   "product on this CPU; below " +
                                                       std::to_string(layer::kWidenMinRows) + " rows oneDNN bf16)";
-  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) r.omp_wait_policy = policy;
   // What a prefill holds at once, at least: x and y [B, T, hidden], the projections [B, T, >= conv_dim] and the
   // core's output [B, T, value_dim], all in the activation dtype.
   const double rows = static_cast<double>(cfg.batch) * static_cast<double>(cfg.tokens);
@@ -269,13 +267,6 @@ std::string format_layer_table(const LayerBenchReport& r, const LayerBenchConfig
     << s.num_k_heads << "/" << s.num_v_heads << ", head dims " << s.head_k_dim << "/" << s.head_v_dim << ", conv "
     << s.conv_kernel << ", precision " << r.precision << "\n";
   o << "projections: " << r.projections << "\n";
-  // oneDNN's OpenMP threads spin after each call on the cores the engine's pool then uses (README "Whole
-  // layers"): the setting moves decode steps by a quarter or more, so it heads the numbers.
-  o << "OpenMP wait policy (oneDNN's threads): "
-    << (r.omp_wait_policy.empty() ? "unset (libgomp's default: they spin after each call, on the cores the engine "
-                                    "uses next; README \"Whole layers\")"
-                                  : r.omp_wait_policy)
-    << "\n";
   std::snprintf(buf, sizeof buf, "prefill B=%lld T=%lld: median %.1f ms (min %.1f, %d reps), %.0f tokens/s\n",
                 static_cast<long long>(cfg.batch), static_cast<long long>(cfg.tokens), r.prefill_median_ms, r.prefill_min_ms,
                 cfg.reps, cfg.batch * cfg.tokens / (r.prefill_median_ms * 1e-3));
@@ -326,7 +317,6 @@ std::string format_layer_json(const LayerBenchReport& r, const LayerBenchConfig&
               {"all_ms", r.prefill_all_ms}, {"parts_ms", parts}}},
             {"decode", decode},
             {"projections", r.projections},
-            {"omp_wait_policy", r.omp_wait_policy.empty() ? json(nullptr) : json(r.omp_wait_policy)},
             {"projection_gemm", gemm}};
   if (r.check_rel_rms >= 0)
     j["check"] = {{"tokens", std::min(cfg.check_tokens, cfg.tokens)}, {"rel_rms", r.check_rel_rms},

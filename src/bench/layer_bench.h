@@ -37,7 +37,6 @@ struct LayerBenchReport {
   LayerSpec spec;
   std::string precision;  // "exact" or "bf16"
   std::string projections;  // how the projections run (layer/matmul.h's route for the prefill's row count)
-  std::string omp_wait_policy;  // OMP_WAIT_POLICY as this process got it (oneDNN's OpenMP threads), "" if unset
   int threads = 0;
   double prefill_median_ms = 0, prefill_min_ms = 0;
   std::vector<double> prefill_all_ms;

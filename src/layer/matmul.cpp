@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 #include <tuple>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -21,22 +24,58 @@ using dt = dnnl::memory::data_type;
 
 dt to_dnnl(DType d) { return d == DType::kBF16 ? dt::bf16 : dt::f32; }
 
-// Debian's oneDNN runs on GNU OpenMP; its thread count is the calling thread's OpenMP setting. The symbol
-// is looked up in the libgomp that libdnnl already loaded, so nothing here needs OpenMP compile flags.
-void set_omp_threads(int threads) {
-  using Fn = void (*)(int);
-  static Fn fn = [] {
-    void* h = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    return h ? reinterpret_cast<Fn>(dlsym(h, "omp_set_num_threads")) : nullptr;
+// Debian's oneDNN runs on GNU OpenMP, whose threads are not the engine's: after each parallel region they
+// spin (GOMP_SPINCOUNT: 300,000 rounds unless OMP_WAIT_POLICY is set) on the cores where the engine's pool
+// runs the conv, the core and the norm next, and the two sets of threads take turns. A decode step is five
+// such parts of a few ms each: with OMP_WAIT_POLICY=passive, the batch-64 step of a qwen3.5-0.8b layer took
+// 0.69x the time (fp32; 4 interleaved rounds of `hanpu layer --weights f32 --tokens 512 --decode 1,16,64
+// --threads 2`, Intel Xeon @ 2.80GHz, AVX-512, no AVX512-BF16 or AMX). So oneDNN runs single-threaded here,
+// on the engine's pool (onednn_matmul below), and no OpenMP thread is started. The symbols are looked up in
+// the libgomp that libdnnl already loaded, so nothing here needs OpenMP compile flags.
+struct OmpApi {
+  void (*set)(int) = nullptr;
+  int (*get)() = nullptr;
+};
+const OmpApi& omp_api() {
+  static const OmpApi api = [] {
+    OmpApi a;
+    if (void* h = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+      a.set = reinterpret_cast<void (*)(int)>(dlsym(h, "omp_set_num_threads"));
+      a.get = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
+    }
+    return a;
   }();
-  if (fn) fn(threads);
+  return api;
 }
 
+// One OpenMP thread for oneDNN on this thread while in scope (the caller's own setting restored after).
+class SingleOmpThread {
+ public:
+  SingleOmpThread() {
+    const OmpApi& a = omp_api();
+    if (!a.set || !a.get) return;
+    saved_ = a.get();
+    a.set(1);
+  }
+  ~SingleOmpThread() {
+    if (saved_ > 0) omp_api().set(saved_);
+  }
+  SingleOmpThread(const SingleOmpThread&) = delete;
+  SingleOmpThread& operator=(const SingleOmpThread&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+// Primitives are cached per calling thread and shape: a oneDNN built without DNNL_ENABLE_CONCURRENT_EXEC (as
+// Debian's is) shares one scratchpad between primitives and wants each primitive run on the thread that made
+// it; so kept, concurrent calls from any threads are safe.
 struct Key {
+  std::thread::id thread;
   int64_t M, N, Kd, ldx, ldy;
   DType in, out;
   bool operator<(const Key& o) const {
-    return std::tie(M, N, Kd, ldx, ldy, in, out) < std::tie(o.M, o.N, o.Kd, o.ldx, o.ldy, o.in, o.out);
+    return std::tie(thread, M, N, Kd, ldx, ldy, in, out) < std::tie(o.thread, o.M, o.N, o.Kd, o.ldx, o.ldy, o.in, o.out);
   }
 };
 
@@ -51,11 +90,12 @@ Cache& cache() {
   return *c;
 }
 
-// The product on one oneDNN matmul primitive (x and W of in_dtype).
-Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x, int64_t ldx, const void* w,
-                     DType out_dtype, void* y, int64_t ldy, int threads) {
+// The product on one oneDNN matmul primitive (x and W of in_dtype), on the calling thread alone.
+Status onednn_matmul_here(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x, int64_t ldx, const void* w,
+                          DType out_dtype, void* y, int64_t ldy) {
+  const SingleOmpThread one;  // before creation too: oneDNN sizes a primitive's blocking by the thread count
   Cache& c = cache();
-  const Key key{M, N, Kd, ldx, ldy, in_dtype, out_dtype};
+  const Key key{std::this_thread::get_id(), M, N, Kd, ldx, ldy, in_dtype, out_dtype};
   dnnl::matmul prim;
   try {
     std::lock_guard<std::mutex> lock(c.mu);  // primitives execute concurrently; only the map is guarded
@@ -76,7 +116,6 @@ Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const voi
                                                   std::to_string(N) + "] " + dtype_name(in_dtype) + ": " + e.what());
   }
   try {
-    set_omp_threads(threads);
     dnnl::stream s(c.engine);
     dnnl::memory A({{M, Kd}, to_dnnl(in_dtype), {ldx, 1}}, c.engine, const_cast<void*>(x));
     dnnl::memory B({{Kd, N}, to_dnnl(in_dtype), {1, Kd}}, c.engine, const_cast<void*>(w));
@@ -86,6 +125,50 @@ Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const voi
   } catch (const dnnl::error& e) {
     return Status(StatusCode::kUnimplemented, std::string("oneDNN matmul failed: ") + e.what());
   }
+  return Status::Ok();
+}
+
+// The product over the engine's pool, oneDNN single-threaded on each worker. oneDNN 2.6's blocked kernels
+// (brg:avx512_core) take only a dense y (row stride N); for a strided y it falls back to gemm:jit, 1.3-1.6x
+// slower here (ONEDNN_VERBOSE=1). So:
+// - many rows (M >= kRowSplit a worker) and a dense y: worker t takes x's and y's rows [m0, m1) and all of W
+//   (W read once a worker; over that many rows it is a small part of the time);
+// - few rows (decode's batches, short prompts), where the product is W's bytes: worker t takes W's rows
+//   [n0, n1) (y's columns), whole multiples of kSlice, into a dense buffer of its own, then copied into y.
+// Each element is the same dot product over Kd either way.
+constexpr int64_t kRowSplit = 128, kSlice = 64;
+
+Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x, int64_t ldx, const void* w,
+                     DType out_dtype, void* y, int64_t ldy, int threads) {
+  const int T = ThreadPool::resolve(threads);
+  const std::size_t in_size = dtype_size(in_dtype), out_size = dtype_size(out_dtype);
+  const unsigned char* xb = static_cast<const unsigned char*>(x);
+  const unsigned char* wb = static_cast<const unsigned char*>(w);
+  unsigned char* yb = static_cast<unsigned char*>(y);
+  if (T > 1 && ldy == N && M >= kRowSplit * T) {
+    std::vector<Status> status(T);
+    shared_pool(T).run([&](int t) {
+      const int64_t m0 = M * t / T, m1 = M * (t + 1) / T;
+      status[t] = onednn_matmul_here(m1 - m0, N, Kd, in_dtype, xb + m0 * ldx * in_size, ldx, w, out_dtype,
+                                     yb + m0 * ldy * out_size, ldy);
+    });
+    for (const Status& s : status) HANPU_RETURN_IF_ERROR(s);
+    return Status::Ok();
+  }
+  const int64_t slices = (N + kSlice - 1) / kSlice;
+  const int parts = static_cast<int>(std::min<int64_t>(T, slices));
+  if (parts <= 1) return onednn_matmul_here(M, N, Kd, in_dtype, x, ldx, w, out_dtype, y, ldy);
+  std::vector<Status> status(parts);
+  shared_pool(parts).run([&](int t) {
+    const int64_t n0 = std::min(N, slices * t / parts * kSlice), n1 = std::min(N, slices * (t + 1) / parts * kSlice);
+    const int64_t nb = n1 - n0;
+    thread_local AlignedVector<unsigned char> part;  // this worker's dense [M, nb] block of y
+    part.resize(static_cast<std::size_t>(M * nb) * out_size);
+    status[t] = onednn_matmul_here(M, nb, Kd, in_dtype, x, ldx, wb + n0 * Kd * in_size, out_dtype, part.data(), nb);
+    if (!status[t].ok()) return;
+    for (int64_t m = 0; m < M; ++m) std::memcpy(yb + (m * ldy + n0) * out_size, part.data() + m * nb * out_size, nb * out_size);
+  });
+  for (const Status& s : status) HANPU_RETURN_IF_ERROR(s);
   return Status::Ok();
 }
 

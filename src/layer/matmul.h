@@ -28,7 +28,8 @@ inline constexpr int64_t kWidenMinRows = 64;
 bool onednn_native_bf16();
 
 // x, W: F32, or BF16 (bf16 products, fp32 accumulation); y: F32 or BF16 (rounded once, to nearest even).
-// Row strides in elements (ldx >= Kd, ldy >= N; W is dense). Runs on `threads` OpenMP threads.
+// Row strides in elements (ldx >= Kd, ldy >= N; W is dense). Runs on `threads` workers of the engine's pool,
+// oneDNN single-threaded on each (layer/matmul.cpp); concurrent calls from several threads are safe.
 // Primitives are cached per shape, so repeated shapes (every decode step) pay for creation once.
 Status matmul_nt(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x, int64_t ldx, const void* w,
                  DType out_dtype, void* y, int64_t ldy, int threads, Bf16Route route = Bf16Route::kAuto);
