@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hanpu/tensor.h"
+#include "layer/bf16_weights_matmul.h"
 #include "layer/matmul.h"
 #include "layer/vector_kernels.h"
 
@@ -182,7 +183,7 @@ TEST(LayerMatmul, Bf16RoutesMatchTheExactProduct) {
           }
           ref[m * N + n] = acc, mag[m * N + n] = a;
         }
-      for (Bf16Route route : {Bf16Route::kNative, Bf16Route::kWidened, Bf16Route::kAuto}) {
+      for (Bf16Route route : {Bf16Route::kNative, Bf16Route::kWidened, Bf16Route::kInRegisters, Bf16Route::kAuto}) {
         for (DType out : {DType::kF32, DType::kBF16}) {
           std::vector<float> yf(M * ldy, -7.0f);
           std::vector<uint16_t> yb(M * ldy, 7);
@@ -205,6 +206,50 @@ TEST(LayerMatmul, Bf16RoutesMatchTheExactProduct) {
               const double r = ref[m * N + n], got = out == DType::kF32 ? yf[i] : bf16_bits_to_f32(yb[i]);
               const double tol = Kd * 0x1p-24 * mag[m * N + n] + (out == DType::kBF16 ? 0x1p-8 * std::abs(r) : 0.0);
               ASSERT_NEAR(got, r, tol * 1.01 + 1e-30) << what << " m " << m << " n " << n;
+            }
+        }
+      }
+    }
+  }
+}
+
+// The in-register bf16 kernel against its plain loop: row counts around its 6-row blocks, W row ranges around
+// its 4-row blocks and starting past 0, depths with and without a tail shorter than a vector, fp32 and bf16 y
+// (strided); columns outside [n0, n1) untouched. Both sum fp32 products in fp32 (in other orders): within
+// Kd 2^-24 sum |x w| of each other, plus a bf16 step where y is bf16.
+TEST(LayerKernels, Bf16WeightsMatmulMatchesItsReference) {
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t M : {1, 5, 6, 13}) {
+    for (int64_t Kd : {7, 32, 77}) {
+      for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 1}, {0, 4}, {3, 12}, {2, 9}}) {
+        const int64_t N = n1 + 2, ldy = N + 1;
+        std::vector<float> x(M * Kd);
+        std::vector<uint16_t> w(N * Kd);
+        for (float& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(nd(rng)));
+        for (uint16_t& v : w) v = f32_to_bf16_bits(nd(rng));
+        for (bool y_bf16 : {false, true}) {
+          std::vector<float> yf(M * ldy, -7.0f), rf(M * ldy, -7.0f);
+          std::vector<uint16_t> yb(M * ldy, 7), rb(M * ldy, 7);
+          void* y = y_bf16 ? static_cast<void*>(yb.data()) : yf.data();
+          void* r = y_bf16 ? static_cast<void*>(rb.data()) : rf.data();
+          bf16_weights_matmul(M, n0, n1, Kd, x.data(), w.data(), y_bf16, y, ldy);
+          bf16_weights_matmul_reference(M, n0, n1, Kd, x.data(), w.data(), y_bf16, r, ldy);
+          const std::string what = "M " + std::to_string(M) + " Kd " + std::to_string(Kd) + " n " + std::to_string(n0) +
+                                   ".." + std::to_string(n1) + (y_bf16 ? " bf16" : " f32");
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < ldy; ++n) {
+              const int64_t i = m * ldy + n;
+              if (n < n0 || n >= n1) {
+                ASSERT_TRUE(y_bf16 ? yb[i] == 7 : yf[i] == -7.0f) << what << " wrote column " << n;
+                continue;
+              }
+              double mag = 0;
+              for (int64_t k = 0; k < Kd; ++k) mag += std::abs(double(x[m * Kd + k]) * bf16_bits_to_f32(w[n * Kd + k]));
+              const double got = y_bf16 ? bf16_bits_to_f32(yb[i]) : yf[i];
+              const double ref = y_bf16 ? bf16_bits_to_f32(rb[i]) : rf[i];
+              ASSERT_NEAR(got, ref, 2 * Kd * 0x1p-24 * mag + (y_bf16 ? 0x1p-7 * std::abs(ref) : 0.0) + 1e-30)
+                  << what << " m " << m << " n " << n;
             }
         }
       }

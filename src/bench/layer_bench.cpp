@@ -85,7 +85,7 @@ Status compare_gemm(const LayerSpec& s, DType act, int threads, int64_t M, Layer
   if (act == DType::kF32) {
     HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kNative));
     out->gemm_ms.emplace_back("onednn", ms);
-  } else {  // both routes of a bf16 product (layer/matmul.h); a oneDNN without bf16 kernels has only one
+  } else {  // the routes of a bf16 product (layer/matmul.h); a oneDNN without bf16 kernels has no native one
     const Status native = onednn(layer::Bf16Route::kNative);
     if (native.ok()) {
       out->gemm_ms.emplace_back("onednn bf16", ms);
@@ -94,6 +94,8 @@ Status compare_gemm(const LayerSpec& s, DType act, int threads, int64_t M, Layer
     }
     HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kWidened));
     out->gemm_ms.emplace_back("onednn widened", ms);
+    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kInRegisters));
+    out->gemm_ms.emplace_back("bf16 in registers", ms);
   }
   // The engine's GEMM reads B [D, N1] row-major: W^T, packed once (not timed), operands as fp32.
   const std::vector<double> xd = to_doubles(x.view()), wd = to_doubles(w.view());
@@ -174,7 +176,8 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
                   : layer::onednn_native_bf16() ? "oneDNN bf16"
                                                 : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
                                                   "product on this CPU; below " +
-                                                      std::to_string(layer::kWidenMinRows) + " rows oneDNN bf16)";
+                                                      std::to_string(layer::kWidenMinRows) +
+                                                      " rows bf16 W widened in registers)";
   // What a prefill holds at once, at least: x and y [B, T, hidden], the projections [B, T, >= conv_dim] and the
   // core's output [B, T, value_dim], all in the activation dtype.
   const double rows = static_cast<double>(cfg.batch) * static_cast<double>(cfg.tokens);

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -16,6 +15,7 @@
 #include "core/aligned.h"
 #include "exec/thread_pool.h"
 #include "kernels/simd.h"
+#include "layer/bf16_weights_matmul.h"
 
 namespace hanpu::layer {
 namespace {
@@ -229,6 +229,21 @@ Status widened_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64
   return Status::Ok();
 }
 
+// Bf16Route::kInRegisters: x widened once (few rows), then each worker W's rows [n0, n1) in 16-row slices,
+// widened in registers (layer/bf16_weights_matmul.h).
+void in_registers_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64_t ldx, const uint16_t* w,
+                         DType out_dtype, void* y, int64_t ldy, int threads) {
+  constexpr int64_t kRowsSlice = 16;
+  AlignedVector<float> xf(static_cast<std::size_t>(M * Kd));
+  simd::bf16_to_f32_rows(M, Kd, x, ldx, xf.data(), Kd);
+  const int64_t slices = (N + kRowsSlice - 1) / kRowsSlice;
+  const int parts = static_cast<int>(std::min<int64_t>(ThreadPool::resolve(threads), slices));
+  shared_pool(parts).run([&](int t) {
+    const int64_t n0 = std::min(N, slices * t / parts * kRowsSlice), n1 = std::min(N, slices * (t + 1) / parts * kRowsSlice);
+    bf16_weights_matmul(M, n0, n1, Kd, xf.data(), w, out_dtype == DType::kBF16, y, ldy);
+  });
+}
+
 }  // namespace
 
 bool onednn_native_bf16() {
@@ -244,22 +259,15 @@ Status matmul_nt(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x
   if (M == 0 || N == 0) return Status::Ok();
   if ((in_dtype != DType::kF32 && in_dtype != DType::kBF16) || (out_dtype != DType::kF32 && out_dtype != DType::kBF16))
     return InvalidArgument("matmul: dtypes must be F32 or BF16");
+  if (route == Bf16Route::kAuto && in_dtype == DType::kBF16)
+    route = onednn_native_bf16() ? Bf16Route::kNative : M >= kWidenMinRows ? Bf16Route::kWidened : Bf16Route::kInRegisters;
   if (in_dtype == DType::kF32 || route == Bf16Route::kNative)
     return onednn_matmul(M, N, Kd, in_dtype, x, ldx, w, out_dtype, y, ldy, threads);
-  const auto widened = [&] {
-    return widened_matmul(M, N, Kd, static_cast<const uint16_t*>(x), ldx, static_cast<const uint16_t*>(w), out_dtype,
-                          y, ldy, threads);
-  };
-  // Auto on few rows: oneDNN's bf16 kernels, or the widened route from the first time this oneDNN says it has
-  // none (Debian's arm64 build: "unimplemented"), so that a decode loop does not ask again every step.
-  static std::atomic<bool> no_bf16{false};
-  if (route == Bf16Route::kWidened || no_bf16.load(std::memory_order_relaxed) ||
-      (!onednn_native_bf16() && M >= kWidenMinRows))
-    return widened();
-  Status s = onednn_matmul(M, N, Kd, in_dtype, x, ldx, w, out_dtype, y, ldy, threads);
-  if (s.code() != StatusCode::kUnimplemented || onednn_native_bf16()) return s;
-  no_bf16.store(true, std::memory_order_relaxed);
-  return widened();
+  const auto* xb = static_cast<const uint16_t*>(x);
+  const auto* wb = static_cast<const uint16_t*>(w);
+  if (route == Bf16Route::kWidened) return widened_matmul(M, N, Kd, xb, ldx, wb, out_dtype, y, ldy, threads);
+  in_registers_matmul(M, N, Kd, xb, ldx, wb, out_dtype, y, ldy, threads);
+  return Status::Ok();
 }
 
 }  // namespace hanpu::layer

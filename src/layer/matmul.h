@@ -13,16 +13,19 @@ namespace hanpu::layer {
 
 // How a BF16 product runs. kNative: oneDNN's bf16 matmul. kWidened: x and W widened to fp32 (exact) block by
 // block, oneDNN's fp32 matmul, y rounded once: the same products (a bf16 x bf16 product is exact in fp32) and
-// fp32 accumulation, summed in another order. On CPUs without a bf16 dot product (no AVX512-BF16 or AMX:
-// oneDNN emulates bf16 there with its gemm:jit kernels) the widened route is several times faster on prefill's
-// row counts: `hanpu layer --compare-gemm` times both. kAuto: kWidened where oneDNN has no native bf16 ISA
-// (onednn_native_bf16) and M >= kWidenMinRows, else kNative. F32 products ignore the route.
-enum class Bf16Route { kAuto, kNative, kWidened };
-// Below this many rows (decode's batches, short prompts) the per-call widening of all of W costs more than it
-// saves, and bf16 W is half the bytes of a weight-bound product. Measured on a qwen3.5-0.8b layer's
-// projections (`hanpu layer --tokens T`, 2 threads, Intel Xeon without AVX512-BF16, two rounds, widened vs
-// oneDNN's bf16): T = 32 21.1 / 27.7 vs 16.7 / 13.4 ms, T = 64 27.0 / 22.3 vs 29.0 / 24.5, T = 128 34.7 / 29.3
-// vs 50.0 / 49.2, T = 512 76.7 / 70.2 vs 337.4 / 231.3; one decode token 12-14 ms widened vs 1.7-2.6 bf16.
+// fp32 accumulation, summed in another order. kInRegisters: x widened once, W widened in registers where it
+// meets x (layer/bf16_weights_matmul.h): W read once as bf16, the same products, fp32 accumulation. On CPUs
+// without a bf16 dot product (no AVX512-BF16 or AMX: oneDNN emulates bf16 there with its gemm:jit kernels)
+// both are several times faster than oneDNN's bf16: `hanpu layer --compare-gemm` times all three. kAuto:
+// kNative where oneDNN has a native bf16 ISA (onednn_native_bf16), else kWidened for M >= kWidenMinRows and
+// kInRegisters below. F32 products ignore the route.
+enum class Bf16Route { kAuto, kNative, kWidened, kInRegisters };
+// Below this many rows (decode's batches, short prompts) widening all of W per call costs more than it saves,
+// and the product is W's bytes, read once as bf16 by kInRegisters. Measured on a qwen3.5-0.8b layer's stacked
+// input projection ([M, 1024] x [1024, 8224], `hanpu layer --weights bf16 --tokens M --compare-gemm`, 2 threads,
+// Intel Xeon @ 2.80GHz without AVX512-BF16, two rounds; oneDNN bf16 / widened / in registers): M = 1 0.9-1.0 /
+// 4.4-5.9 / 1.1-1.4 ms, M = 16 6.4-12.1 / 11.1-15.4 / 3.1-3.9 ms, M = 64 19.5-22.2 / 11.3-17.7 / 11.7-12.2 ms,
+// M = 128 40.9-72.5 / 16.9-19.5 / 21.1-26.7 ms.
 inline constexpr int64_t kWidenMinRows = 64;
 // Whether oneDNN runs bf16 matmuls on a bf16 dot product here (its effective ISA is AVX512_CORE_BF16 or AMX).
 bool onednn_native_bf16();
