@@ -2,7 +2,11 @@
 """Old vs new hanpu binaries, interleaved in one run: `hanpu bench` with the same arguments, alternating
 which binary goes first each round, so both see the same drift of a noisy machine.
 
-    scripts/compare-binaries.py [--rounds N] [--json OUT] OLD NEW -- BENCH_ARGS...
+    scripts/compare-binaries.py [--rounds N] [--json OUT] [--layer] OLD NEW -- BENCH_ARGS...
+
+With --layer the binaries run `hanpu layer` instead: one record for the prefill and one per --decode batch,
+each with its parts (projections, conv, gates, core, norm; per run, in us). A decode record has no fastest
+run of its own: its best is the fastest of the runs' medians.
 
 For every bench record (kind, preset, strategy, precision, dtype, tokens, batch) it prints the median over
 rounds of each binary's median_ms, their range, and new/old as the median (and range) of the per-round
@@ -40,21 +44,36 @@ def cpu_line() -> str:
     return f"{model}; {os.cpu_count()} CPUs; features: {' '.join(features) or 'none of amx/avx512/avx2'}"
 
 
-def run_bench(binary: str, args: list[str]) -> list[dict]:
+def layer_records(j: dict) -> list[dict]:
+    """`hanpu layer --json` as bench-like records: the prefill, then each decode batch."""
+    pre = j["prefill"]
+    out = [{"kind": f"layer prefill B={pre['batch']} T={pre['tokens']}", "median_ms": pre["median_ms"],
+            "min_ms": pre["min_ms"], "layer_parts_ms": pre["parts_ms"]}]
+    for d in j.get("decode", []):
+        out.append({"kind": f"layer decode batch {d['batch']}", "median_ms": d["median_ms"], "min_ms": d["median_ms"],
+                    "layer_parts_ms": d.get("parts_ms", {})})
+    return out
+
+
+def run_bench(binary: str, args: list[str], command: str = "bench") -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
-        proc = subprocess.run([binary, "bench", *args, "--json", out], capture_output=True, text=True)
+        proc = subprocess.run([binary, command, *args, "--json", out], capture_output=True, text=True)
         if proc.returncode != 0:
-            sys.exit(f"{binary} bench {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+            sys.exit(f"{binary} {command} {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
         with open(out, encoding="utf-8") as f:
-            return json.load(f)["records"]
+            j = json.load(f)
+        return layer_records(j) if command == "layer" else j["records"]
 
 
 def record_key(r: dict) -> str:
-    return " ".join(str(r.get(k, "")) for k in ("kind", "preset", "strategy", "precision", "dtype", "tokens", "batch"))
+    keys = ("kind", "preset", "strategy", "precision", "dtype", "tokens", "batch")
+    return " ".join(str(r[k]) for k in keys if k in r)
 
 
 def step_parts(r: dict) -> dict[str, float]:
+    if "layer_parts_ms" in r:  # hanpu layer: each part of the run (of the median step, for decode), in us
+        return {p: 1e3 * ms for p, ms in r["layer_parts_ms"].items()}
     if "parts_us" in r:  # bench --parts: each part's median over the in-cache steps
         return dict(r["parts_us"])
     steps = r.get("chunk_steps") or 0
@@ -82,6 +101,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running both binaries once (default 5)")
     ap.add_argument("--json", help="also write the comparison as JSON")
+    ap.add_argument("--layer", action="store_true", help="run `hanpu layer` instead of `hanpu bench`")
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then the arguments of hanpu bench")
@@ -90,7 +110,7 @@ def main() -> int:
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
     if "--json" in bench_args:
-        ap.error("bench's --json is this script's: pass --json before OLD")
+        ap.error("the binaries' --json is this script's: pass --json before OLD")
     for b in (a.old, a.new):
         if not (os.path.isfile(b) and os.access(b, os.X_OK)):
             ap.error(f"not an executable: {b}")
@@ -102,7 +122,7 @@ def main() -> int:
     for rnd in range(a.rounds):
         order = [("old", a.old), ("new", a.new)] if rnd % 2 == 0 else [("new", a.new), ("old", a.old)]
         for which, binary in order:
-            for r in run_bench(binary, bench_args):
+            for r in run_bench(binary, bench_args, "layer" if a.layer else "bench"):
                 key = record_key(r)
                 times.setdefault(key, {"old": [], "new": []})[which].append(r["median_ms"])
                 fastest.setdefault(key, {"old": [], "new": []})[which].append(r["min_ms"])
@@ -113,9 +133,10 @@ def main() -> int:
         print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr, flush=True)
 
     result = {"machine": cpu_line(), "old": a.old, "new": a.new, "rounds": a.rounds, "bench_args": bench_args,
-              "records": []}
+              "command": "layer" if a.layer else "bench", "records": []}
     print(f"machine: {result['machine']}")
-    print(f"{a.rounds} rounds of hanpu bench {' '.join(bench_args)}, alternating which binary goes first")
+    print(f"{a.rounds} rounds of hanpu {'layer' if a.layer else 'bench'} {' '.join(bench_args)}, alternating which binary"
+          " goes first")
     print(f"{'record':58} {'old ms (min-max)':>24} {'new ms (min-max)':>24} {'new/old (min-max)':>22}")
     for key, t in times.items():
         if len(t["old"]) != len(t["new"]):
@@ -133,7 +154,8 @@ def main() -> int:
                 continue
             pr = [n / o if o > 0 else float("nan") for o, n in zip(v["old"], v["new"])]
             rec["parts_us"][p] = {"old": summary(v["old"]), "new": summary(v["new"]), "ratio": summary(pr)}
-            line = (f"  {p:8} per step (us): old {fmt(rec['parts_us'][p]['old'])}, new {fmt(rec['parts_us'][p]['new'])},"
+            unit = "per run" if key.startswith("layer ") else "per step"
+            line = (f"  {p:8} {unit} (us): old {fmt(rec['parts_us'][p]['old'])}, new {fmt(rec['parts_us'][p]['new'])},"
                     f" new/old {statistics.median(pr):.3f}")
             fp = fastest_parts.get(key, {}).get(p)
             if fp and len(fp["old"]) == len(fp["new"]) and fp["old"]:

@@ -537,6 +537,19 @@ TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
   EXPECT_TRUE(jp["records"][0]["parts_us"].contains("scores")) << jp.dump();
   // and by each part's fastest in-cache step
   EXPECT_GT(jp["records"][0]["parts_us"]["scores"]["best"]["new"].get<double>(), 0) << jp.dump();
+  // --layer: `hanpu layer` runs, a record for the prefill and one per decode batch, each with its parts.
+  const std::string layer = "python3 " + script + " --rounds 1 --layer --json " + json + " " + cli + " " + cli +
+                            " -- --tokens 8 --reps 1 --decode 2 --threads 2 > " + log + " 2>&1";
+  ASSERT_EQ(std::system(layer.c_str()), 0) << layer;
+  std::ifstream h(json);
+  const nlohmann::json jl = nlohmann::json::parse(h);
+  ASSERT_EQ(jl["records"].size(), 2u) << jl.dump();
+  EXPECT_EQ(jl["records"][0]["record"], "layer prefill B=1 T=8") << jl.dump();
+  EXPECT_EQ(jl["records"][1]["record"], "layer decode batch 2") << jl.dump();
+  for (const auto& r : jl["records"]) {
+    EXPECT_TRUE(r["parts_us"].contains("projections")) << r.dump();
+    EXPECT_GT(r["ratio"]["median"].get<double>(), 0);
+  }
   const std::string bad = "python3 " + script + " --rounds 0 " + cli + " " + cli + " -- --tokens 70 > " + log + " 2>&1";
   EXPECT_NE(std::system(bad.c_str()), 0);
 }
