@@ -128,6 +128,17 @@ Status onednn_matmul_here(int64_t M, int64_t N, int64_t Kd, DType in_dtype, cons
   return Status::Ok();
 }
 
+// W's rows [0, N) in whole slices of `slice` rows (the last takes the rest) over the workers: how many take part
+// (`threads` resolved, at most one a slice), and worker t's rows [n0, n1) of `parts`.
+int slice_parts(int64_t N, int64_t slice, int threads) {
+  return static_cast<int>(std::min<int64_t>(ThreadPool::resolve(threads), (N + slice - 1) / slice));
+}
+void slice_range(int64_t N, int64_t slice, int parts, int t, int64_t* n0, int64_t* n1) {
+  const int64_t slices = (N + slice - 1) / slice;
+  *n0 = std::min(N, slices * t / parts * slice);
+  *n1 = std::min(N, slices * (t + 1) / parts * slice);
+}
+
 // The product over the engine's pool, oneDNN single-threaded on each worker. oneDNN 2.6's blocked kernels
 // (brg:avx512_core) take only a dense y (row stride N); for a strided y it falls back to gemm:jit, 1.3-1.6x
 // slower here (ONEDNN_VERBOSE=1). So:
@@ -155,12 +166,12 @@ Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const voi
     for (const Status& s : status) HANPU_RETURN_IF_ERROR(s);
     return Status::Ok();
   }
-  const int64_t slices = (N + kSlice - 1) / kSlice;
-  const int parts = static_cast<int>(std::min<int64_t>(T, slices));
+  const int parts = slice_parts(N, kSlice, T);
   if (parts <= 1) return onednn_matmul_here(M, N, Kd, in_dtype, x, ldx, w, out_dtype, y, ldy);
   std::vector<Status> status(parts);
   shared_pool(parts).run([&](int t) {
-    const int64_t n0 = std::min(N, slices * t / parts * kSlice), n1 = std::min(N, slices * (t + 1) / parts * kSlice);
+    int64_t n0, n1;
+    slice_range(N, kSlice, parts, t, &n0, &n1);
     const int64_t nb = n1 - n0;
     thread_local AlignedVector<unsigned char> part;  // this worker's dense [M, nb] block of y
     part.resize(static_cast<std::size_t>(M * nb) * out_size);
@@ -236,10 +247,10 @@ void in_registers_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, in
   constexpr int64_t kRowsSlice = 16;
   AlignedVector<float> xf(static_cast<std::size_t>(M * Kd));
   simd::bf16_to_f32_rows(M, Kd, x, ldx, xf.data(), Kd);
-  const int64_t slices = (N + kRowsSlice - 1) / kRowsSlice;
-  const int parts = static_cast<int>(std::min<int64_t>(ThreadPool::resolve(threads), slices));
+  const int parts = slice_parts(N, kRowsSlice, threads);
   shared_pool(parts).run([&](int t) {
-    const int64_t n0 = std::min(N, slices * t / parts * kRowsSlice), n1 = std::min(N, slices * (t + 1) / parts * kRowsSlice);
+    int64_t n0, n1;
+    slice_range(N, kRowsSlice, parts, t, &n0, &n1);
     bf16_weights_matmul(M, n0, n1, Kd, xf.data(), w, out_dtype == DType::kBF16, y, ldy);
   });
 }
