@@ -159,82 +159,116 @@ TEST(LayerKernels, GatedRmsNormLeavesNaNAndZeroRowsWellDefined) {
   }
 }
 
-// The projections' bf16 routes (layer/matmul.h) against an fp64 product of the same bf16 values: row and
-// column counts crossing the widened route's blocks (2048 rows, 1024 columns), strided x and y, fp32 and
-// bf16 output; elements of y beyond N untouched. Both routes accumulate in fp32, so each output is within
-// fp32 accumulation error of the exact sum (bounded by Kd 2^-24 sum |x w|), plus half a bf16 step.
+// A projection weight made from `w` ([N, Kd] of dtype) on `route`; fails the test when it cannot be made.
+ProjectionWeight weight_of(int64_t N, int64_t Kd, DType dtype, const void* w, Bf16Route route = Bf16Route::kAuto) {
+  ProjectionWeight pw;
+  const Status s = ProjectionWeight::make(N, Kd, dtype, w, route, &pw);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return pw;
+}
+
+// The projections' bf16 routes (layer/matmul.h) against an fp64 product of the same bf16 values: row counts
+// crossing the pairs route's 256-row blocks, columns crossing its 64-column blocks, odd and even depths,
+// strided x and y, fp32 and bf16 output; elements of y beyond N untouched. Both routes accumulate in fp32, so
+// each output is within fp32 accumulation error of the exact sum (bounded by Kd 2^-24 sum |x w|), plus half a
+// bf16 step. The pairs route sums each column in K order whatever the split: 1, 2 and 3 workers give the same
+// bits.
 TEST(LayerMatmul, Bf16RoutesMatchTheExactProduct) {
   std::mt19937_64 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t Kd = 48;
-  for (int64_t M : {1, 40, 2100}) {
-    for (int64_t N : {5, 1030}) {
-      const int64_t ldx = Kd + 3, ldy = N + 2;
-      std::vector<uint16_t> x(M * ldx), w(N * Kd);
-      for (auto& v : x) v = f32_to_bf16_bits(nd(rng));
-      for (auto& v : w) v = f32_to_bf16_bits(nd(rng));
-      std::vector<double> ref(M * N), mag(M * N);
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double acc = 0, a = 0;
-          for (int64_t k = 0; k < Kd; ++k) {
-            const double p = double(bf16_bits_to_f32(x[m * ldx + k])) * bf16_bits_to_f32(w[n * Kd + k]);
-            acc += p, a += std::abs(p);
-          }
-          ref[m * N + n] = acc, mag[m * N + n] = a;
-        }
-      for (Bf16Route route : {Bf16Route::kNative, Bf16Route::kWidened, Bf16Route::kInRegisters, Bf16Route::kAuto}) {
-        for (DType out : {DType::kF32, DType::kBF16}) {
-          std::vector<float> yf(M * ldy, -7.0f);
-          std::vector<uint16_t> yb(M * ldy, 7);
-          void* y = out == DType::kF32 ? static_cast<void*>(yf.data()) : yb.data();
-          const Status s = matmul_nt(M, N, Kd, DType::kBF16, x.data(), ldx, w.data(), out, y, ldy, 2, route);
-          const std::string what = "M " + std::to_string(M) + " N " + std::to_string(N) + " route " +
-                                   std::to_string(static_cast<int>(route)) + " out " + dtype_name(out);
-          if (route == Bf16Route::kNative && s.code() == StatusCode::kUnimplemented) {
-            EXPECT_FALSE(onednn_native_bf16()) << what;  // a oneDNN without bf16 kernels (Debian's arm64)
-            continue;
-          }
-          ASSERT_TRUE(s.ok()) << what << ": " << s.message();
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = 0; n < ldy; ++n) {
-              const int64_t i = m * ldy + n;
-              if (n >= N) {
-                ASSERT_TRUE(out == DType::kF32 ? yf[i] == -7.0f : yb[i] == 7) << what << " wrote beyond N";
-                continue;
-              }
-              const double r = ref[m * N + n], got = out == DType::kF32 ? yf[i] : bf16_bits_to_f32(yb[i]);
-              const double tol = Kd * 0x1p-24 * mag[m * N + n] + (out == DType::kBF16 ? 0x1p-8 * std::abs(r) : 0.0);
-              ASSERT_NEAR(got, r, tol * 1.01 + 1e-30) << what << " m " << m << " n " << n;
+  for (int64_t Kd : {48, 49}) {
+    for (int64_t M : {1, 40, 300}) {
+      for (int64_t N : {5, 1030}) {
+        const int64_t ldx = Kd + 3, ldy = N + 2;
+        std::vector<uint16_t> x(M * ldx), w(N * Kd);
+        for (auto& v : x) v = f32_to_bf16_bits(nd(rng));
+        for (auto& v : w) v = f32_to_bf16_bits(nd(rng));
+        std::vector<double> ref(M * N), mag(M * N);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = 0, a = 0;
+            for (int64_t k = 0; k < Kd; ++k) {
+              const double p = double(bf16_bits_to_f32(x[m * ldx + k])) * bf16_bits_to_f32(w[n * Kd + k]);
+              acc += p, a += std::abs(p);
             }
+            ref[m * N + n] = acc, mag[m * N + n] = a;
+          }
+        for (Bf16Route route : {Bf16Route::kNative, Bf16Route::kPairs, Bf16Route::kAuto}) {
+          const ProjectionWeight pw = weight_of(N, Kd, DType::kBF16, w.data(), route);
+          for (DType out : {DType::kF32, DType::kBF16}) {
+            std::vector<float> first_f;
+            std::vector<uint16_t> first_b;
+            for (int threads : {2, 1, 3}) {
+              std::vector<float> yf(M * ldy, -7.0f);
+              std::vector<uint16_t> yb(M * ldy, 7);
+              void* y = out == DType::kF32 ? static_cast<void*>(yf.data()) : yb.data();
+              const Status s = matmul_nt(M, x.data(), ldx, pw, out, y, ldy, threads);
+              const std::string what = "Kd " + std::to_string(Kd) + " M " + std::to_string(M) + " N " +
+                                       std::to_string(N) + " route " + std::to_string(static_cast<int>(pw.route())) +
+                                       " out " + dtype_name(out) + " threads " + std::to_string(threads);
+              if (pw.route() == Bf16Route::kNative && s.code() == StatusCode::kUnimplemented) {
+                EXPECT_FALSE(onednn_native_bf16()) << what;  // a oneDNN without bf16 kernels (Debian's arm64)
+                break;
+              }
+              ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < ldy; ++n) {
+                  const int64_t i = m * ldy + n;
+                  if (n >= N) {
+                    ASSERT_TRUE(out == DType::kF32 ? yf[i] == -7.0f : yb[i] == 7) << what << " wrote beyond N";
+                    continue;
+                  }
+                  const double r = ref[m * N + n], got = out == DType::kF32 ? yf[i] : bf16_bits_to_f32(yb[i]);
+                  const double tol = Kd * 0x1p-24 * mag[m * N + n] + (out == DType::kBF16 ? 0x1p-8 * std::abs(r) : 0.0);
+                  ASSERT_NEAR(got, r, tol * 1.01 + 1e-30) << what << " m " << m << " n " << n;
+                }
+              if (pw.route() != Bf16Route::kPairs) break;  // oneDNN's blocking may follow the thread count
+              if (first_f.empty() && first_b.empty()) {
+                first_f = yf, first_b = yb;
+              } else {
+                EXPECT_TRUE(yf == first_f && yb == first_b) << what << ": differs from 2 workers";
+              }
+            }
+          }
         }
       }
     }
   }
 }
 
-// The in-register bf16 kernel against its plain loop: row counts around its 6-row blocks, W row ranges around
-// its 4-row blocks and starting past 0, depths with and without a tail shorter than a vector, fp32 and bf16 y
-// (strided); columns outside [n0, n1) untouched. Both sum fp32 products in fp32 (in other orders): within
-// Kd 2^-24 sum |x w| of each other, plus a bf16 step where y is bf16.
-TEST(LayerKernels, Bf16WeightsMatmulMatchesItsReference) {
+// The bf16-pairs kernel (layer/bf16_weights_matmul.h): its packing element by element, then the kernel
+// against its plain loop bit for bit (both sum each column in K order by fused multiply-adds): row counts
+// around its 4-row passes, column ranges within, at and across the 64-column blocks and starting at a later
+// block, odd and even depths, fp32 and bf16 y (strided); columns outside [n0, n1) untouched.
+TEST(LayerKernels, Bf16PairsMatmulMatchesItsReference) {
   std::mt19937_64 rng(4);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t M : {1, 5, 6, 13}) {
-    for (int64_t Kd : {7, 32, 77}) {
-      for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 1}, {0, 4}, {3, 12}, {2, 9}}) {
-        const int64_t N = n1 + 2, ldy = N + 1;
-        std::vector<float> x(M * Kd);
-        std::vector<uint16_t> w(N * Kd);
-        for (float& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(nd(rng)));
-        for (uint16_t& v : w) v = f32_to_bf16_bits(nd(rng));
+  for (int64_t Kd : {7, 32, 77}) {
+    const int64_t Kp = bf16_pairs_depth(Kd), N = 200;
+    std::vector<uint16_t> w(N * Kd);
+    for (uint16_t& v : w) v = f32_to_bf16_bits(nd(rng));
+    AlignedVector<uint32_t> packed(bf16_pairs_size(N, Kd));
+    pack_bf16_pairs(N, Kd, w.data(), packed.data());
+    ASSERT_EQ(packed.size(), static_cast<std::size_t>(4 * Kp * kPairCols));
+    for (int64_t n = 0; n < 4 * kPairCols; ++n)
+      for (int64_t k = 0; k < 2 * Kp; ++k) {
+        const uint32_t pair = packed[(n / kPairCols * Kp + k / 2) * kPairCols + n % kPairCols];
+        const uint16_t got = static_cast<uint16_t>(k % 2 ? pair >> 16 : pair);
+        ASSERT_EQ(got, n < N && k < Kd ? w[n * Kd + k] : 0) << "Kd " << Kd << " n " << n << " k " << k;
+      }
+    for (int64_t M : {1, 3, 4, 5, 9}) {
+      std::vector<float> x(M * 2 * Kp);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < 2 * Kp; ++k) x[m * 2 * Kp + k] = k < Kd ? bf16_bits_to_f32(f32_to_bf16_bits(nd(rng))) : 0.0f;
+      for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 1}, {0, 64}, {64, 130}, {0, 200}, {128, 200}}) {
+        const int64_t ldy = N + 1;
         for (bool y_bf16 : {false, true}) {
           std::vector<float> yf(M * ldy, -7.0f), rf(M * ldy, -7.0f);
           std::vector<uint16_t> yb(M * ldy, 7), rb(M * ldy, 7);
           void* y = y_bf16 ? static_cast<void*>(yb.data()) : yf.data();
           void* r = y_bf16 ? static_cast<void*>(rb.data()) : rf.data();
-          bf16_weights_matmul(M, n0, n1, Kd, x.data(), w.data(), y_bf16, y, ldy);
-          bf16_weights_matmul_reference(M, n0, n1, Kd, x.data(), w.data(), y_bf16, r, ldy);
+          bf16_pairs_matmul(M, n0, n1, Kp, x.data(), packed.data(), y_bf16, y, ldy);
+          bf16_pairs_matmul_reference(M, n0, n1, Kp, x.data(), packed.data(), y_bf16, r, ldy);
           const std::string what = "M " + std::to_string(M) + " Kd " + std::to_string(Kd) + " n " + std::to_string(n0) +
                                    ".." + std::to_string(n1) + (y_bf16 ? " bf16" : " f32");
           for (int64_t m = 0; m < M; ++m)
@@ -242,14 +276,11 @@ TEST(LayerKernels, Bf16WeightsMatmulMatchesItsReference) {
               const int64_t i = m * ldy + n;
               if (n < n0 || n >= n1) {
                 ASSERT_TRUE(y_bf16 ? yb[i] == 7 : yf[i] == -7.0f) << what << " wrote column " << n;
-                continue;
+              } else if (y_bf16) {
+                ASSERT_EQ(yb[i], rb[i]) << what << " m " << m << " n " << n;
+              } else {
+                ASSERT_EQ(yf[i], rf[i]) << what << " m " << m << " n " << n;
               }
-              double mag = 0;
-              for (int64_t k = 0; k < Kd; ++k) mag += std::abs(double(x[m * Kd + k]) * bf16_bits_to_f32(w[n * Kd + k]));
-              const double got = y_bf16 ? bf16_bits_to_f32(yb[i]) : yf[i];
-              const double ref = y_bf16 ? bf16_bits_to_f32(rb[i]) : rf[i];
-              ASSERT_NEAR(got, ref, 2 * Kd * 0x1p-24 * mag + (y_bf16 ? 0x1p-7 * std::abs(ref) : 0.0) + 1e-30)
-                  << what << " m " << m << " n " << n;
             }
         }
       }
@@ -273,13 +304,13 @@ TEST(LayerMatmul, Fp32SplitsOverThePoolMatchTheExactProduct) {
         std::vector<float> x(M * ldx), w(N * Kd);
         for (float& v : x) v = nd(rng);
         for (float& v : w) v = nd(rng);
+        const ProjectionWeight pw = weight_of(N, Kd, DType::kF32, w.data());
         std::vector<float> first;
         for (int threads : {1, 2, 3}) {
           std::vector<float> y(M * ldy, -7.0f);
           const std::string what = "M " + std::to_string(M) + " N " + std::to_string(N) + " ldy " +
                                    std::to_string(ldy) + " threads " + std::to_string(threads);
-          ASSERT_TRUE(matmul_nt(M, N, Kd, DType::kF32, x.data(), ldx, w.data(), DType::kF32, y.data(), ldy, threads).ok())
-              << what;
+          ASSERT_TRUE(matmul_nt(M, x.data(), ldx, pw, DType::kF32, y.data(), ldy, threads).ok()) << what;
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < ldy; ++n) {
               const float got = y[m * ldy + n];
@@ -316,9 +347,10 @@ TEST(LayerMatmul, ConcurrentCallersGetTheirOwnProducts) {
   for (float& v : w) v = nd(rng);
   for (auto& x : xs)
     for (float& v : x) v = nd(rng);
+  const ProjectionWeight pw = weight_of(N, Kd, DType::kF32, w.data());
   for (int i = 0; i < 3; ++i) {
     alone[i].assign(M * N, 0.0f);
-    ASSERT_TRUE(matmul_nt(M, N, Kd, DType::kF32, xs[i].data(), Kd, w.data(), DType::kF32, alone[i].data(), N, 1).ok());
+    ASSERT_TRUE(matmul_nt(M, xs[i].data(), Kd, pw, DType::kF32, alone[i].data(), N, 1).ok());
   }
   std::vector<std::vector<float>> got(3, std::vector<float>(M * N, 0.0f));
   std::vector<int> failures(3, 0);
@@ -326,7 +358,7 @@ TEST(LayerMatmul, ConcurrentCallersGetTheirOwnProducts) {
   for (int i = 0; i < 3; ++i)
     callers.emplace_back([&, i] {
       for (int rep = 0; rep < 20; ++rep) {
-        if (!matmul_nt(M, N, Kd, DType::kF32, xs[i].data(), Kd, w.data(), DType::kF32, got[i].data(), N, 1 + i % 2).ok() ||
+        if (!matmul_nt(M, xs[i].data(), Kd, pw, DType::kF32, got[i].data(), N, 1 + i % 2).ok() ||
             got[i] != alone[i])
           ++failures[i];
       }
@@ -335,10 +367,19 @@ TEST(LayerMatmul, ConcurrentCallersGetTheirOwnProducts) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(failures[i], 0) << "caller " << i;
 }
 
-TEST(LayerMatmul, RejectsOtherDtypes) {
-  float x = 1, w = 1, y = 0;
-  EXPECT_EQ(matmul_nt(1, 1, 1, DType::kF16, &x, 1, &w, DType::kF32, &y, 1, 1).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(matmul_nt(1, 1, 1, DType::kF32, &x, 1, &w, DType::kI64, &y, 1, 1).code(), StatusCode::kInvalidArgument);
+TEST(LayerMatmul, RejectsBadArguments) {
+  float x[2] = {1, 1}, w[2] = {1, 1}, y[2] = {0, 0};
+  ProjectionWeight pw;
+  const auto message = [](const Status& s) { return s.code() == StatusCode::kInvalidArgument ? s.message() : "accepted"; };
+  EXPECT_NE(message(ProjectionWeight::make(1, 1, DType::kF16, w, Bf16Route::kAuto, &pw)).find("dtype"), std::string::npos);
+  EXPECT_NE(message(ProjectionWeight::make(1, 0, DType::kF32, w, Bf16Route::kAuto, &pw)).find("Kd >= 1"), std::string::npos);
+  EXPECT_NE(message(ProjectionWeight::make(1, 1, DType::kF32, nullptr, Bf16Route::kAuto, &pw)).find("null"),
+            std::string::npos);
+  ASSERT_TRUE(ProjectionWeight::make(1, 2, DType::kF32, w, Bf16Route::kAuto, &pw).ok());
+  EXPECT_NE(message(matmul_nt(1, x, 2, pw, DType::kI64, y, 1, 1)).find("y's dtype"), std::string::npos);
+  EXPECT_NE(message(matmul_nt(1, x, 1, pw, DType::kF32, y, 1, 1)).find("ldx 1 < Kd 2"), std::string::npos);
+  ASSERT_TRUE(matmul_nt(1, x, 2, pw, DType::kF32, y, 1, 1).ok());
+  EXPECT_EQ(y[0], 2.0f);
 }
 
 }  // namespace

@@ -77,25 +77,24 @@ Status compare_gemm(const LayerSpec& s, DType act, int threads, int64_t M, Layer
     return Status::Ok();
   };
   double ms = 0;
-  const auto onednn = [&](layer::Bf16Route route) {
-    return time3([&] { return layer::matmul_nt(M, n1, D, act, x.bytes.data(), D, w.bytes.data(), DType::kF32,
-                                               y.bytes.data(), n1, threads, route); },
+  const auto product = [&](layer::Bf16Route route) {
+    layer::ProjectionWeight pw;  // packed or copied once, not timed
+    HANPU_RETURN_IF_ERROR(layer::ProjectionWeight::make(n1, D, act, w.bytes.data(), route, &pw));
+    return time3([&] { return layer::matmul_nt(M, x.bytes.data(), D, pw, DType::kF32, y.bytes.data(), n1, threads); },
                  &ms);
   };
   if (act == DType::kF32) {
-    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kNative));
+    HANPU_RETURN_IF_ERROR(product(layer::Bf16Route::kNative));
     out->gemm_ms.emplace_back("onednn", ms);
   } else {  // the routes of a bf16 product (layer/matmul.h); a oneDNN without bf16 kernels has no native one
-    const Status native = onednn(layer::Bf16Route::kNative);
+    const Status native = product(layer::Bf16Route::kNative);
     if (native.ok()) {
       out->gemm_ms.emplace_back("onednn bf16", ms);
     } else if (native.code() != StatusCode::kUnimplemented) {
       return native;
     }
-    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kWidened));
-    out->gemm_ms.emplace_back("onednn widened", ms);
-    HANPU_RETURN_IF_ERROR(onednn(layer::Bf16Route::kInRegisters));
-    out->gemm_ms.emplace_back("bf16 in registers", ms);
+    HANPU_RETURN_IF_ERROR(product(layer::Bf16Route::kPairs));
+    out->gemm_ms.emplace_back("bf16 pairs", ms);
   }
   // The engine's GEMM reads B [D, N1] row-major: W^T, packed once (not timed), operands as fp32.
   const std::vector<double> xd = to_doubles(x.view()), wd = to_doubles(w.view());
@@ -174,10 +173,8 @@ Status run_layer_bench(const LayerBenchConfig& cfg, const std::function<void(con
   const DType act = L->activation_dtype();
   r.projections = act == DType::kF32          ? "oneDNN fp32"
                   : layer::onednn_native_bf16() ? "oneDNN bf16"
-                                                : "oneDNN fp32 on widened bf16 operands (oneDNN has no bf16 dot "
-                                                  "product on this CPU; below " +
-                                                      std::to_string(layer::kWidenMinRows) +
-                                                      " rows bf16 W widened in registers)";
+                                                : "hanpu's bf16-pairs kernel (oneDNN has no bf16 dot product on this "
+                                                  "CPU; W packed in bf16 pairs, widened in registers)";
   // What a prefill holds at once, at least: x and y [B, T, hidden], the projections [B, T, >= conv_dim] and the
   // core's output [B, T, value_dim], all in the activation dtype.
   const double rows = static_cast<double>(cfg.batch) * static_cast<double>(cfg.tokens);

@@ -168,15 +168,13 @@ struct Call {
     const int64_t D = L.spec.hidden_size;
     X = activations_in(L, x, M, D, L.act, &xbuf);
     P = alloc(L, M * L.n1, L.act);
-    HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, L.n1, D, L.act, X, D, L.w_in.bytes.data(), L.act, P.get(), L.n1, threads));
+    HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, X, D, L.w_in, L.act, P.get(), L.n1, threads));
     if (L.spec.kind() == Kind::kKda) {
       const int64_t hk = L.spec.key_dim(), K = L.spec.head_k_dim;
       F = alloc(L, M * hk, L.act);
       G = alloc(L, M * hk, L.act);
-      HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, hk, K, L.act, pcol(L.col_fa), L.n1, L.w_fb.bytes.data(), L.act, F.get(),
-                                             hk, threads));
-      HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, hk, K, L.act, pcol(L.col_ga), L.n1, L.w_gb.bytes.data(), L.act, G.get(),
-                                             hk, threads));
+      HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, pcol(L.col_fa), L.n1, L.w_fb, L.act, F.get(), hk, threads));
+      HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, pcol(L.col_ga), L.n1, L.w_gb, L.act, G.get(), hk, threads));
     }
     return Status::Ok();
   }
@@ -248,9 +246,9 @@ struct Call {
   Status project_out(const TensorView& y) {
     const int64_t D = L.spec.hidden_size, vd = L.spec.value_dim();
     if (y.dtype == L.act && dense_rows(y, M, D))
-      return layer::matmul_nt(M, D, vd, L.act, O.get(), vd, L.w_out.bytes.data(), L.act, y.data, D, threads);
+      return layer::matmul_nt(M, O.get(), vd, L.w_out, L.act, y.data, D, threads);
     Lease ybuf = alloc(L, M * D, L.act);
-    HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, D, vd, L.act, O.get(), vd, L.w_out.bytes.data(), L.act, ybuf.get(), D, threads));
+    HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, O.get(), vd, L.w_out, L.act, ybuf.get(), D, threads));
     const TensorView src(ybuf.get(), L.act, {M, D});
     std::vector<float> row(D);
     for (int64_t m = 0; m < M; ++m) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hanpu/layer.h"
+#include "layer/matmul.h"
 
 namespace hanpu {
 
@@ -88,12 +89,12 @@ struct Layer::Impl {
   // reads x once. Rows (= columns of its output P):
   //   GDN: [q (H K) | k (H K) | v (HV V) | z (HV V) | b (HV) | a (HV)]
   //   KDA: [q (H K) | k (H K) | v (H K)  | b (H) | f_a (K) | g_a (K)]
-  Tensor w_in;
+  layer::ProjectionWeight w_in;
   int64_t n1 = 0;
   int64_t col_z = 0, col_b = 0, col_a = 0;    // GDN
   int64_t col_fa = 0, col_ga = 0;             // KDA (col_b too)
-  Tensor w_fb, w_gb;                          // KDA second stage, [H K, K]
-  Tensor w_out;                               // [D, HV V]
+  layer::ProjectionWeight w_fb, w_gb;         // KDA second stage, [H K, K]
+  layer::ProjectionWeight w_out;              // [D, HV V]
   std::vector<float> conv_w;                  // [Kc, conv_dim], tap-major (values of the act dtype)
   std::vector<float> conv_b;                  // [conv_dim] or empty
   Tensor a_log, dt_bias;                      // F32: [HV]; dt_bias [HV] (GDN) or [HV K] (KDA)

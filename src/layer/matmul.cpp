@@ -183,75 +183,34 @@ Status onednn_matmul(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const voi
   return Status::Ok();
 }
 
-// Bf16Route::kWidened: blocks of kRows rows of x and kCols rows of W widened into fp32 copies, each block
-// product on oneDNN's fp32 matmul, straight into y (F32) or through a block copy rounded into y (BF16). W is
-// widened once per row block of x (twice for a 4096-token prompt), x once. The copies (x's block [kRows, Kd],
-// two of W's [kCols, Kd], y's [kRows, kCols]) take 24 MiB for Kd = 1024 (40 for 2048), whatever M, for the
-// call. The conversions run on the thread pool between oneDNN's calls, the rounding of one block's product
-// beside the widening of the next block of W (one thread converting took about 15% of a 4096-token layer's
-// projections). Block sizes measured on the stacked input projection ([4096, 1024] x [1024, 8224], 2 threads,
-// Intel Xeon without AVX512-BF16, `hanpu layer --compare-gemm`, two rounds): 2048 x 1024 at 234 / 193
-// GFLOP/s, beside 4096 x 1024 220 / 138, 2048 x 256 178 / 146, 1024 x 512 193 / 163, and the fp32 layer's
-// unblocked fp32 product 189 / 152 in the same rounds.
-Status widened_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64_t ldx, const uint16_t* w,
-                      DType out_dtype, void* y, int64_t ldy, int threads) {
-  constexpr int64_t kRows = 2048, kCols = 1024;
-  const int64_t mb_max = std::min(M, kRows), nb_max = std::min(N, kCols);
-  const int64_t x_size = mb_max * Kd, w_size = nb_max * Kd, y_size = out_dtype == DType::kBF16 ? mb_max * nb_max : 0;
-  AlignedVector<float> scratch(static_cast<size_t>(x_size + 2 * w_size + y_size));
-  float* const xf = scratch.data();
-  float* const wf[2] = {xf + x_size, xf + x_size + w_size};
-  float* const yf = xf + x_size + 2 * w_size;
-  ThreadPool& pool = shared_pool(ThreadPool::resolve(threads));
-  const int T = pool.size();
-  const auto part = [T](int64_t n, int t, int64_t* b, int64_t* e) {
-    *b = n * t / T;
-    *e = n * (t + 1) / T;
-  };
-  // W's rows [n0, n0 + nb), worker t's share, into wf[slot].
-  const auto widen_w = [&](int64_t n0, int64_t nb, int slot, int t) {
-    int64_t b, e;
-    part(nb, t, &b, &e);
-    simd::bf16_to_f32((e - b) * Kd, w + (n0 + b) * Kd, wf[slot] + b * Kd);
-  };
-  for (int64_t m0 = 0; m0 < M; m0 += kRows) {
-    const int64_t mb = std::min(kRows, M - m0);
-    pool.run([&](int t) {
-      int64_t b, e;
-      part(mb, t, &b, &e);
-      simd::bf16_to_f32_rows(e - b, Kd, x + (m0 + b) * ldx, ldx, xf + b * Kd, Kd);
-      widen_w(0, nb_max, 0, t);
-    });
-    for (int64_t n0 = 0, slot = 0; n0 < N; n0 += kCols, slot ^= 1) {
-      const int64_t nb = std::min(kCols, N - n0), next = n0 + kCols, nb_next = std::min(kCols, N - next);
-      float* dst = out_dtype == DType::kF32 ? static_cast<float*>(y) + m0 * ldy + n0 : yf;
-      HANPU_RETURN_IF_ERROR(onednn_matmul(mb, nb, Kd, DType::kF32, xf, Kd, wf[slot], DType::kF32, dst,
-                                          out_dtype == DType::kF32 ? ldy : nb, threads));
-      if (out_dtype == DType::kF32 && next >= N) continue;
-      pool.run([&](int t) {
-        if (next < N) widen_w(next, nb_next, static_cast<int>(slot ^ 1), t);
-        if (out_dtype == DType::kF32) return;
-        int64_t b, e;
-        part(mb, t, &b, &e);
-        simd::f32_to_bf16_rows(e - b, nb, yf + b * nb, nb, static_cast<uint16_t*>(y) + (m0 + b) * ldy + n0, ldy);
-      });
-    }
-  }
-  return Status::Ok();
-}
-
-// Bf16Route::kInRegisters: x widened once (few rows), then each worker W's rows [n0, n1) in 16-row slices,
-// widened in registers (layer/bf16_weights_matmul.h).
-void in_registers_matmul(int64_t M, int64_t N, int64_t Kd, const uint16_t* x, int64_t ldx, const uint16_t* w,
-                         DType out_dtype, void* y, int64_t ldy, int threads) {
-  constexpr int64_t kRowsSlice = 16;
-  AlignedVector<float> xf(static_cast<std::size_t>(M * Kd));
-  simd::bf16_to_f32_rows(M, Kd, x, ldx, xf.data(), Kd);
-  const int parts = slice_parts(N, kRowsSlice, threads);
+// Bf16Route::kPairs: worker t takes W's packed blocks [n0, n1) (y's columns) and, a block of rows at a time,
+// widens x's rows into an fp32 copy of its own (exact; x[m, Kd] = 0 for an odd Kd), which then meets each of
+// its W blocks (bf16_pairs_matmul). A row block's copy and one W block (kPairCols x Kd bf16) stay in the
+// worker's L2: at most kRowsBytes of x (256 rows of Kd = 1024). Each worker widens every row of x: a
+// thousandth of the work beside its share of the products. Rows per block measured on the stacked input
+// projection ([2048, 1024] x [1024, 4096], one thread, Intel Xeon @ 2.80GHz without AVX512-BF16): 64 / 128 /
+// 256 rows at 104 / 113 / 125 GFLOP/s.
+void pairs_matmul(int64_t M, const uint16_t* x, int64_t ldx, const ProjectionWeight& w, DType out_dtype, void* y,
+                  int64_t ldy, int threads) {
+  constexpr int64_t kRowsBytes = int64_t{1} << 20, kMaxRows = 256;
+  const int64_t N = w.rows(), Kd = w.depth(), Kp = bf16_pairs_depth(Kd), ldp = 2 * Kp;
+  const int64_t block_rows = std::clamp<int64_t>(kRowsBytes / (ldp * int64_t{sizeof(float)}), 1, kMaxRows);
+  const std::size_t y_size = dtype_size(out_dtype);
+  const auto* packed = static_cast<const uint32_t*>(w.data());
+  const int parts = slice_parts(N, kPairCols, threads);
   shared_pool(parts).run([&](int t) {
     int64_t n0, n1;
-    slice_range(N, kRowsSlice, parts, t, &n0, &n1);
-    bf16_weights_matmul(M, n0, n1, Kd, xf.data(), w, out_dtype == DType::kBF16, y, ldy);
+    slice_range(N, kPairCols, parts, t, &n0, &n1);
+    thread_local AlignedVector<float> xf;  // this worker's widened rows [rows, ldp]
+    xf.resize(static_cast<std::size_t>(std::min(M, block_rows) * ldp));
+    for (int64_t m0 = 0; m0 < M; m0 += block_rows) {
+      const int64_t rows = std::min(block_rows, M - m0);
+      simd::bf16_to_f32_rows(rows, Kd, x + m0 * ldx, ldx, xf.data(), ldp);
+      if (Kd < ldp)
+        for (int64_t r = 0; r < rows; ++r) xf[r * ldp + Kd] = 0.0f;
+      bf16_pairs_matmul(rows, n0, n1, Kp, xf.data(), packed, out_dtype == DType::kBF16,
+                        static_cast<unsigned char*>(y) + m0 * ldy * y_size, ldy);
+    }
   });
 }
 
@@ -265,20 +224,41 @@ bool onednn_native_bf16() {
   return native;
 }
 
-Status matmul_nt(int64_t M, int64_t N, int64_t Kd, DType in_dtype, const void* x, int64_t ldx, const void* w,
-                 DType out_dtype, void* y, int64_t ldy, int threads, Bf16Route route) {
-  if (M == 0 || N == 0) return Status::Ok();
-  if ((in_dtype != DType::kF32 && in_dtype != DType::kBF16) || (out_dtype != DType::kF32 && out_dtype != DType::kBF16))
-    return InvalidArgument("matmul: dtypes must be F32 or BF16");
-  if (route == Bf16Route::kAuto && in_dtype == DType::kBF16)
-    route = onednn_native_bf16() ? Bf16Route::kNative : M >= kWidenMinRows ? Bf16Route::kWidened : Bf16Route::kInRegisters;
-  if (in_dtype == DType::kF32 || route == Bf16Route::kNative)
-    return onednn_matmul(M, N, Kd, in_dtype, x, ldx, w, out_dtype, y, ldy, threads);
-  const auto* xb = static_cast<const uint16_t*>(x);
-  const auto* wb = static_cast<const uint16_t*>(w);
-  if (route == Bf16Route::kWidened) return widened_matmul(M, N, Kd, xb, ldx, wb, out_dtype, y, ldy, threads);
-  in_registers_matmul(M, N, Kd, xb, ldx, wb, out_dtype, y, ldy, threads);
+Status ProjectionWeight::make(int64_t N, int64_t Kd, DType dtype, const void* w, Bf16Route route,
+                              ProjectionWeight* out) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16) return InvalidArgument("projection weight: dtype must be F32 or BF16");
+  if (N < 0 || Kd < 1) return InvalidArgument("projection weight: shape [" + std::to_string(N) + ", " +
+                                              std::to_string(Kd) + "] must have N >= 0 and Kd >= 1");
+  if (N > 0 && !w) return InvalidArgument("projection weight: data is null");
+  ProjectionWeight p;
+  p.N_ = N, p.Kd_ = Kd, p.dtype_ = dtype;
+  if (dtype == DType::kBF16 && route == Bf16Route::kAuto)
+    route = onednn_native_bf16() ? Bf16Route::kNative : Bf16Route::kPairs;
+  p.route_ = dtype == DType::kF32 ? Bf16Route::kNative : route;
+  if (p.route_ == Bf16Route::kPairs) {
+    p.data_.resize(bf16_pairs_size(N, Kd) * sizeof(uint32_t));
+    pack_bf16_pairs(N, Kd, static_cast<const uint16_t*>(w), reinterpret_cast<uint32_t*>(p.data_.data()));
+  } else {
+    const std::size_t bytes = static_cast<std::size_t>(N * Kd) * dtype_size(dtype);
+    p.data_.resize(bytes);
+    if (bytes) std::memcpy(p.data_.data(), w, bytes);
+  }
+  *out = std::move(p);
   return Status::Ok();
+}
+
+Status matmul_nt(int64_t M, const void* x, int64_t ldx, const ProjectionWeight& w, DType out_dtype, void* y,
+                 int64_t ldy, int threads) {
+  if (M == 0 || w.rows() == 0) return Status::Ok();
+  if (out_dtype != DType::kF32 && out_dtype != DType::kBF16) return InvalidArgument("matmul: y's dtype must be F32 or BF16");
+  if (ldx < w.depth() || ldy < w.rows())
+    return InvalidArgument("matmul: row strides ldx " + std::to_string(ldx) + " < Kd " + std::to_string(w.depth()) +
+                           " or ldy " + std::to_string(ldy) + " < N " + std::to_string(w.rows()));
+  if (w.route() == Bf16Route::kPairs) {
+    pairs_matmul(M, static_cast<const uint16_t*>(x), ldx, w, out_dtype, y, ldy, threads);
+    return Status::Ok();
+  }
+  return onednn_matmul(M, w.rows(), w.depth(), w.dtype(), x, ldx, w.data(), out_dtype, y, ldy, threads);
 }
 
 }  // namespace hanpu::layer

@@ -73,6 +73,11 @@ std::vector<float> rounded(std::vector<float> v, DType act) {
     for (float& x : v) x = bf16_bits_to_f32(f32_to_bf16_bits(x));
   return v;
 }
+// A projection's weight [N, Kd] in the form its products read (layer/matmul.h).
+Status projection(const std::vector<float>& values, int64_t N, int64_t Kd, DType act, layer::ProjectionWeight* out) {
+  const Tensor t = pack(values, {N, Kd}, act);
+  return layer::ProjectionWeight::make(N, Kd, act, t.bytes.data(), layer::Bf16Route::kAuto, out);
+}
 Tensor f32_tensor(const std::vector<float>& v) { return pack(v, {static_cast<int64_t>(v.size())}, DType::kF32); }
 
 Status check_spec(const LayerSpec& s) {
@@ -128,13 +133,13 @@ Status build_gdn(const Fetcher& f, Layer::Impl* L) {
   L->col_b = L->col_z + vd;
   L->col_a = L->col_b + HV;
   L->n1 = L->col_a + HV;
-  L->w_in = pack(w, {L->n1, D}, L->act);
+  HANPU_RETURN_IF_ERROR(projection(w, L->n1, D, L->act, &L->w_in));
   Fetched out, norm, alog, dtb;
   HANPU_RETURN_IF_ERROR(f.get({"out_proj.weight"}, {D, vd}, &out));
   HANPU_RETURN_IF_ERROR(f.get({"norm.weight"}, {V}, &norm));
   HANPU_RETURN_IF_ERROR(f.get({"A_log"}, {HV}, &alog));
   HANPU_RETURN_IF_ERROR(f.get({"dt_bias"}, {HV}, &dtb));
-  L->w_out = pack(out.values, {D, vd}, L->act);
+  HANPU_RETURN_IF_ERROR(projection(out.values, D, vd, L->act, &L->w_out));
   L->norm_w = rounded(norm.values, L->act);
   L->a_log = f32_tensor(alog.values);
   L->dt_bias = f32_tensor(dtb.values);
@@ -163,10 +168,10 @@ Status build_kda(const Fetcher& f, Layer::Impl* L) {
   L->col_fa = L->col_b + H;
   L->col_ga = L->col_fa + K;
   L->n1 = L->col_ga + K;
-  L->w_in = pack(w, {L->n1, D}, L->act);
-  L->w_fb = pack(fb.values, {hk, K}, L->act);
-  L->w_gb = pack(gb.values, {hk, K}, L->act);
-  L->w_out = pack(out.values, {D, hk}, L->act);
+  HANPU_RETURN_IF_ERROR(projection(w, L->n1, D, L->act, &L->w_in));
+  HANPU_RETURN_IF_ERROR(projection(fb.values, hk, K, L->act, &L->w_fb));
+  HANPU_RETURN_IF_ERROR(projection(gb.values, hk, K, L->act, &L->w_gb));
+  HANPU_RETURN_IF_ERROR(projection(out.values, D, hk, L->act, &L->w_out));
   // KimiLinearRMSNormGated multiplies by weight.to(float32): the weight's own values, unrounded.
   L->norm_w = norm.values;
   L->a_log = f32_tensor(alog.values);
