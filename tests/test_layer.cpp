@@ -105,7 +105,9 @@ TEST_P(LayerArchTest, ContinuedPrefillEqualsOnePass) {
 }
 
 // Decode: three sequences in slots 4, 0 and 2 of a 5-slot pool plus a padding row; each step's y row equals
-// the reference's output for that token of the whole sequence, and the padding row is zero.
+// the reference's output for that token of the whole sequence, and the padding row is zero. The same steps on
+// a conv pool whose windows are strided (stored [P, Kc, C], viewed as [P, C, Kc]) give the same bits: the
+// dense pool's block shift and the strided pool's element moves hold the same windows.
 TEST_P(LayerArchTest, DecodeStepsFollowTheReference) {
   const LayerSpec spec = small_spec(GetParam());
   const TensorFile w = random_layer_weights(spec, DType::kF32, 13);
@@ -128,6 +130,16 @@ TEST_P(LayerArchTest, DecodeStepsFollowTheReference) {
     std::memcpy(conv_pool.bytes.data() + slot_of[s] * C * Kc * 4, conv.bytes.data() + s * C * Kc * 4, C * Kc * 4);
     std::memcpy(state_pool.bytes.data() + slot_of[s] * HV * K * V * 4, rec.bytes.data() + s * HV * K * V * 4, HV * K * V * 4);
   }
+  Tensor conv_store_t(DType::kF32, {P, Kc, C}), state_pool_t = state_pool;
+  const TensorView conv_pool_t(conv_store_t.bytes.data(), DType::kF32, {P, C, Kc}, {C * Kc, 1, C});
+  {
+    const std::vector<double> dense = to_doubles(conv_pool.view());
+    std::vector<double> t(P * Kc * C);
+    for (int64_t q = 0; q < P; ++q)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < Kc; ++j) t[(q * Kc + j) * C + c] = dense[(q * C + c) * Kc + j];
+    fill_from_doubles(conv_store_t, t);
+  }
   const Tensor slots = testing::tensor_of(DType::kI64, {S + 1}, {4, -1, 0, 2});  // row 1 is padding
   for (int64_t step = 0; step < steps; ++step) {
     Tensor x(DType::kF32, {S + 1, D}), y(DType::kF32, {S + 1, D});
@@ -138,6 +150,9 @@ TEST_P(LayerArchTest, DecodeStepsFollowTheReference) {
       for (int64_t d = 0; d < D; ++d) xv[rows[s] * D + d] = all[(s * (T0 + steps) + T0 + step) * D + d];
     fill_from_doubles(x, xv);
     ASSERT_TRUE(L->decode(x.view(), y.view(), conv_pool.view(), state_pool.view(), slots.view(), LayerRunConfig{}).ok());
+    Tensor y_t(DType::kF32, {S + 1, D});
+    ASSERT_TRUE(L->decode(x.view(), y_t.view(), conv_pool_t, state_pool_t.view(), slots.view(), LayerRunConfig{}).ok());
+    EXPECT_EQ(y_t.bytes, y.bytes) << "strided conv pool, step " << step;
     const std::vector<double> yv = to_doubles(y.view());
     for (int64_t s = 0; s < S; ++s) {
       EXPECT_LT(rel_err(slice(yv, rows[s] * D, D), slice(ref.y, (s * (T0 + steps) + T0 + step) * D, D)), 1e-5)
@@ -146,6 +161,7 @@ TEST_P(LayerArchTest, DecodeStepsFollowTheReference) {
     EXPECT_EQ(slice(yv, D, D), std::vector<double>(D, 0.0));
   }
   const std::vector<double> pool = to_doubles(conv_pool.view()), state = to_doubles(state_pool.view());
+  EXPECT_EQ(to_doubles(conv_pool_t), pool);
   for (int64_t s = 0; s < S; ++s) {
     EXPECT_LT(rel_err(slice(pool, slot_of[s] * C * Kc, C * Kc), slice(ref.conv, s * C * Kc, C * Kc)), 1e-6);
     EXPECT_LT(rel_err(slice(state, slot_of[s] * HV * K * V, HV * K * V), slice(ref.recurrent, s * HV * K * V, HV * K * V)),

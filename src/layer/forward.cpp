@@ -31,17 +31,6 @@ inline float ld(const float* p, int64_t i) { return p[i]; }
 inline float ld(const uint16_t* p, int64_t i) { return bf16_bits_to_f32(p[i]); }
 inline void st(float* p, int64_t i, float x) { p[i] = x; }
 inline void st(uint16_t* p, int64_t i, float x) { p[i] = f32_to_bf16_bits(x); }
-// x rounded to the precision of storage type A (what a bf16 tensor op's output holds).
-template <typename A>
-inline float round_to(float x) {
-  if constexpr (std::is_same_v<A, uint16_t>) return bf16_bits_to_f32(f32_to_bf16_bits(x));
-  return x;
-}
-// e[i] = exp(-x[i]) with the kernel set's vector exp: silu(x) = x / (1 + e), sigmoid(x) = 1 / (1 + e).
-inline void exp_neg(int64_t n, const float* x, float* e) {
-  for (int64_t i = 0; i < n; ++i) e[i] = -x[i];
-  simd::exp_f32(n, e, e);
-}
 
 void split(int64_t items, int parts, int i, int64_t* b, int64_t* e) {
   *b = items * i / parts;
@@ -170,7 +159,7 @@ struct Call {
     P = alloc(L, M * L.n1, L.act);
     HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, X, D, L.w_in, L.act, P.get(), L.n1, threads));
     if (L.spec.kind() == Kind::kKda) {
-      const int64_t hk = L.spec.key_dim(), K = L.spec.head_k_dim;
+      const int64_t hk = L.spec.key_dim();
       F = alloc(L, M * hk, L.act);
       G = alloc(L, M * hk, L.act);
       HANPU_RETURN_IF_ERROR(layer::matmul_nt(M, pcol(L.col_fa), L.n1, L.w_fb, L.act, F.get(), hk, threads));
@@ -355,33 +344,36 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   HANPU_RETURN_IF_ERROR(call.project_in(x));
   timer.lap(PartTimer::kProjections);
 
-  // Conv step: window = [conv_pool[slot] (Kc), new input]; out = silu(bias + sum_j w[j] window[j + 1]).
-  // The pool has the activation dtype (checked), so windows are read through typed pointers at its strides.
-  // The new inputs are kept so the pool can be shifted once the core has succeeded. Work items are
-  // (sequence, block of channels), so a single sequence still spreads over the threads.
+  // Conv step: window = [conv_pool[slot] (Kc), new input]; out = silu(bias + sum_j w[j] window[j + 1]), on the
+  // prefill's conv tile (one token, its Kc - 1 inputs before it from the window): the same bits as a one-token
+  // prefill from the same state. The pool has the activation dtype (checked), so windows are read through
+  // typed pointers at its strides. The new inputs are kept so the pool can be shifted once the core has
+  // succeeded. Work items are (sequence, block of channels), so a single sequence still spreads over the
+  // threads.
+  constexpr bool kBf16 = std::is_same_v<A, uint16_t>;
   A* P = reinterpret_cast<A*>(call.P.get());
   A* pool_base = static_cast<A*>(conv_pool.data);
   const int64_t ps0 = conv_pool.stride(0), ps1 = conv_pool.stride(1), ps2 = conv_pool.stride(2);
   const int64_t cb = 512, blocks = (C + cb - 1) / cb;
-  std::vector<float> raw(N * C);
+  const Lease raw_buf = alloc(L, N * C, DType::kF32);
+  float* const raw = reinterpret_cast<float*>(raw_buf.get());
   call.pool.run([&](int w) {
     int64_t ib, ie;
     split(N * blocks, threads, w, &ib, &ie);
-    std::vector<float> acc(cb), e(cb);
+    thread_local std::vector<float> in;  // [Kc, block]: the window's last Kc - 1 inputs, then the new one
+    in.resize(Kc * cb);
     for (int64_t item = ib; item < ie; ++item) {
       const int64_t n = item / blocks, c0 = (item % blocks) * cb, wd = std::min(cb, C - c0);
       A* row = P + n * L.n1 + c0;
-      float* in = raw.data() + n * C + c0;
-      for (int64_t c = 0; c < wd; ++c) in[c] = ld(row, c);
+      float* now = in.data() + (Kc - 1) * wd;
+      for (int64_t c = 0; c < wd; ++c) now[c] = ld(row, c);
+      std::copy_n(now, wd, raw + n * C + c0);
       if (slots[n] < 0) continue;
-      for (int64_t c = 0; c < wd; ++c) {
-        const A* win = pool_base + slots[n] * ps0 + (c0 + c) * ps1;
-        float a = L.conv_b.empty() ? 0.0f : L.conv_b[c0 + c];
-        for (int64_t j = 0; j + 1 < Kc; ++j) a += L.conv_w[j * C + c0 + c] * ld(win, (j + 1) * ps2);
-        acc[c] = round_to<A>(a + L.conv_w[(Kc - 1) * C + c0 + c] * in[c]);
-      }
-      exp_neg(wd, acc.data(), e.data());
-      for (int64_t c = 0; c < wd; ++c) st(row, c, acc[c] / (1.0f + e[c]));
+      const A* win = pool_base + slots[n] * ps0 + c0 * ps1;
+      for (int64_t j = 0; j + 1 < Kc; ++j)
+        for (int64_t c = 0; c < wd; ++c) in[j * wd + c] = ld(win, c * ps1 + (j + 1) * ps2);
+      layer::conv_silu_tile(1, wd, Kc, in.data(), L.conv_w.data() + c0, C,
+                            L.conv_b.empty() ? nullptr : L.conv_b.data() + c0, kBf16, kBf16, row, L.n1);
     }
   });
   timer.lap(PartTimer::kConv);
@@ -395,8 +387,9 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
   cfg.threads = threads;
   HANPU_RETURN_IF_ERROR(engine_decode_slots(call.core_inputs(N, 1), call.core_options(), cfg, state_pool, slot_view, o));
   timer.lap(PartTimer::kCore);
-  // The core accepted the slots: shift each active sequence's conv window by its new input.
-  // Same work items as the conv step (a division per item, not per element).
+  // The core accepted the slots: shift each active sequence's conv window by its new input. Same work items as
+  // the conv step. A dense pool ([.., C, Kc] with Kc contiguous) holds a block's windows back to back: the
+  // block moves down one element at once, then each window's last element takes its new input.
   call.pool.run([&](int w) {
     int64_t ib, ie;
     split(N * blocks, threads, w, &ib, &ie);
@@ -404,7 +397,12 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
       const int64_t n = item / blocks, c0 = (item % blocks) * cb, wd = std::min(cb, C - c0);
       if (slots[n] < 0) continue;
       A* win = pool_base + slots[n] * ps0 + c0 * ps1;
-      const float* in = raw.data() + n * C + c0;
+      const float* in = raw + n * C + c0;
+      if (ps2 == 1 && ps1 == Kc) {
+        std::memmove(win, win + 1, static_cast<std::size_t>(wd * Kc - 1) * sizeof(A));
+        for (int64_t c = 0; c < wd; ++c) st(win, c * Kc + Kc - 1, in[c]);
+        continue;
+      }
       for (int64_t c = 0; c < wd; ++c, win += ps1) {
         for (int64_t j = 0; j + 1 < Kc; ++j) win[j * ps2] = win[(j + 1) * ps2];
         st(win, (Kc - 1) * ps2, in[c]);
