@@ -13,8 +13,9 @@
 // pairs: gemm_bf16_rows reads them in place, gemm_bf16_rows_tn interleaves two rows into a transposed
 // A's panel.
 // lower_times_bf16 chains a lower-triangular product's terms (a two-term split's two or three products) in
-// the same accumulators, each 8-row block stopping at its diagonal: per element the same chain of pairs as
-// one call per term and 16-row block, less the zero products above the diagonal.
+// the same accumulators, each 8-row block (16 in a one-vector column block) stopping at its diagonal: per
+// element the same chain of pairs as one call per term and 16-row block, less the zero products above the
+// diagonal.
 // Odd Kd and the column tail are zero-padded in the packed copies; the tail's C is read and written under a
 // mask. Every output element is one chain over p in order, whatever block it falls in, so column splits
 // give identical columns (results are bit-identical for any thread count). Off x86 there is no such set.
@@ -41,7 +42,11 @@ using bf16_pairs::kLanes;
 // A's words may be read straight from bf16 rows (gemm_rows): a 32-bit view of 16-bit storage.
 using Word = uint32_t __attribute__((may_alias));
 
-constexpr int kMR = 8;  // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers
+// 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers. A one-vector column block
+// takes 16 rows (then 8, then single rows), so that it too keeps 16 independent chains in flight: VDPBF16PS
+// issues two a cycle with a latency of several, and on the AMD EPYC (Zen 5) 8 chains reach 335 GFLOP/s of
+// one core's 505 (16 chains; a scratch probe); a GDN step's scores (16-column blocks) 0.97x.
+constexpr int kMR = 8;
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it (every word the
 // kernels read is written first).
@@ -107,7 +112,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt,
   }
 }
 
-// Rows [0, M) of the panels' products in blocks of kMR rows, then single rows. `lower`: A is lower
+// Rows [0, M) of the panels' products in blocks of kMR rows (2 kMR first for one vector), then single rows. `lower`: A is lower
 // triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and the rest (zero products)
 // are skipped. rs: the rows' factors (RowScale; Scaled: not null).
 template <int NV, bool Scaled>
@@ -121,6 +126,12 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int 
   const auto steps = [&](int64_t i, int64_t mr) { return lower ? std::min(Kp, (i + mr + 1) / 2) : Kp; };
   const auto from = [&](int64_t i) { return RowScale{Scaled ? rs.s + i * rs.stride : nullptr, rs.stride}; };
   int64_t i = 0;
+  if (NV == 1) {
+    for (; i + 2 * kMR <= M; i += 2 * kMR) {
+      shift(i);
+      block<2 * kMR, 1, Scaled>(nt, moved, steps(i, 2 * kMR), accumulate, C + i * ldc, ldc, last, from(i));
+    }
+  }
   for (; i + kMR <= M; i += kMR) {
     shift(i);
     block<kMR, NV, Scaled>(nt, moved, steps(i, kMR), accumulate, C + i * ldc, ldc, last, from(i));
