@@ -45,7 +45,7 @@ using Word = uint32_t __attribute__((may_alias));
 // 8 rows x 2 vectors: 16 accumulators + 2 B vectors + 1 broadcast of 32 registers. A one-vector column block
 // takes 16 rows (then 8, then single rows), so that it too keeps 16 independent chains in flight: VDPBF16PS
 // issues two a cycle with a latency of several, and on the AMD EPYC (Zen 5) 8 chains reach 335 GFLOP/s of
-// one core's 505 (16 chains; a scratch probe); a GDN step's scores (16-column blocks) 0.97x.
+// one core's 505 (16 chains; a scratch probe); a GDN step's scores (16-column blocks) 0.95x in cache.
 constexpr int kMR = 8;
 
 // Grows a per-thread buffer to n words without initialising or ever shrinking it (every word the
@@ -112,9 +112,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void block(int nt,
   }
 }
 
-// Rows [0, M) of the panels' products in blocks of kMR rows (2 kMR first for one vector), then single rows. `lower`: A is lower
-// triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and the rest (zero products)
-// are skipped. rs: the rows' factors (RowScale; Scaled: not null).
+// Rows [0, M) of the panels' products in blocks of kMR rows (of 2 kMR first for one vector), then single
+// rows. `lower`: A is lower triangular, so rows [i, i + mr) need only the pairs up to column i + mr - 1 and
+// the rest (zero products) are skipped. rs: the rows' factors (RowScale; Scaled: not null).
 template <int NV, bool Scaled>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int nt, const Panel* t, int64_t Kp,
                                                                  bool lower, bool accumulate, float* C, int64_t ldc,
