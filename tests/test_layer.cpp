@@ -193,6 +193,57 @@ TEST_P(LayerArchTest, Bf16ModeStaysWithinBf16Rounding) {
   EXPECT_GT(std::sqrt(num / den), 0.0);  // it did round
 }
 
+// bf16 decode: two prompts prefilled with their states out, then one decode step each from slots 1 and 0 of a
+// bf16 conv pool, dense ([P, C, Kc]) and strided (stored [P, Kc, C]): the same y bits and the same windows
+// after the step, which are the windows a one-token continuing prefill of the same tokens leaves (the conv
+// state is data movement: its bits, not its rounding, are the contract).
+TEST_P(LayerArchTest, Bf16DecodeOnDenseAndStridedConvPools) {
+  const LayerSpec spec = small_spec(GetParam());
+  const TensorFile w = random_layer_weights(spec, DType::kBF16, 15);
+  std::unique_ptr<Layer> L;
+  ASSERT_TRUE(Layer::create(spec, lookup_in(w, ""), Precision::kAuto, &L).ok());
+  std::mt19937_64 rng(9);
+  const int64_t S = 2, T0 = 7, D = spec.hidden_size, P = 3, C = spec.conv_dim(), Kc = spec.conv_kernel;
+  const int64_t HV = spec.num_v_heads, K = spec.head_k_dim, V = spec.head_v_dim;
+  const Tensor prompt = random_tensor(DType::kBF16, {S, T0, D}, rng), x = random_tensor(DType::kBF16, {S, D}, rng);
+  Tensor y0(DType::kBF16, {S, T0, D}), conv(DType::kBF16, {S, C, Kc}), rec(DType::kF32, {S, HV, K, V});
+  const LayerState st{conv.view(), rec.view(), false};
+  ASSERT_TRUE(L->prefill(prompt.view(), y0.view(), &st, LayerRunConfig{}).ok());
+  // Sequence s in slot 1 - s: dense pool, strided pool, and the recurrent pools (one per decode).
+  Tensor conv_pool(DType::kBF16, {P, C, Kc}), conv_store_t(DType::kBF16, {P, Kc, C});
+  Tensor state_pool(DType::kF32, {P, HV, K, V});
+  const auto* cs = reinterpret_cast<const uint16_t*>(conv.bytes.data());
+  auto* cd = reinterpret_cast<uint16_t*>(conv_pool.bytes.data());
+  auto* ct = reinterpret_cast<uint16_t*>(conv_store_t.bytes.data());
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t q = 1 - s;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < Kc; ++j) cd[(q * C + c) * Kc + j] = ct[(q * Kc + j) * C + c] = cs[(s * C + c) * Kc + j];
+    std::memcpy(state_pool.bytes.data() + q * HV * K * V * 4, rec.bytes.data() + s * HV * K * V * 4, HV * K * V * 4);
+  }
+  Tensor state_pool_t = state_pool;
+  const TensorView conv_pool_t(conv_store_t.bytes.data(), DType::kBF16, {P, C, Kc}, {C * Kc, 1, C});
+  const Tensor slots = testing::tensor_of(DType::kI64, {S}, {1, 0});
+  Tensor y(DType::kBF16, {S, D}), y_t(DType::kBF16, {S, D});
+  ASSERT_TRUE(L->decode(x.view(), y.view(), conv_pool.view(), state_pool.view(), slots.view(), LayerRunConfig{}).ok());
+  ASSERT_TRUE(L->decode(x.view(), y_t.view(), conv_pool_t, state_pool_t.view(), slots.view(), LayerRunConfig{}).ok());
+  EXPECT_EQ(y_t.bytes, y.bytes);
+  EXPECT_EQ(to_doubles(conv_pool_t), to_doubles(conv_pool.view()));
+  // The continuing prefill of the same token from the same states.
+  const TensorView x1(const_cast<unsigned char*>(x.bytes.data()), DType::kBF16, {S, 1, D});
+  Tensor y1(DType::kBF16, {S, 1, D});
+  const LayerState cont{conv.view(), rec.view(), true};
+  ASSERT_TRUE(L->prefill(x1, y1.view(), &cont, LayerRunConfig{}).ok());
+  const auto* after = reinterpret_cast<const uint16_t*>(conv.bytes.data());
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < C * Kc; ++i)
+      ASSERT_EQ(cd[(1 - s) * C * Kc + i], after[s * C * Kc + i]) << "sequence " << s << " at " << i;
+  const std::vector<double> yd = to_doubles(y.view()), yp = to_doubles(y1.view());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < yd.size(); ++i) num += (yd[i] - yp[i]) * (yd[i] - yp[i]), den += yp[i] * yp[i];
+  EXPECT_LT(std::sqrt(num / den), 1e-2);  // the cores differ (recurrent step vs chunk of one), in bf16 output
+}
+
 // Workspaces: a freed buffer serves the next call that fits; what the pool keeps is bounded.
 TEST(LayerBuffers, ReusedAndBounded) {
   BufferPool pool;

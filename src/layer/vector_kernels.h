@@ -1,8 +1,8 @@
 // The layer's vector passes around the core (layer/forward.cpp): the causal depthwise conv + SiLU over one
-// tile of tokens and channels, and the gated RMSNorm of the core's output. SIMD on the best target Highway
-// finds at run time (AVX-512 where the CPU has it; the rest of the library is built for the baseline ISA), with
-// kernels/vec_math-inl.h's exp and bf16 rounding, and the plain loops they are tested against
-// (tests/test_layer_kernels.cpp).
+// tile of tokens and channels (and a decode step's conv windows as that tile's input rows), and the gated
+// RMSNorm of the core's output. SIMD on the best target Highway finds at run time (AVX-512 where the CPU has
+// it; the rest of the library is built for the baseline ISA), with kernels/vec_math-inl.h's exp and bf16
+// rounding, and the plain loops they are tested against (tests/test_layer_kernels.cpp).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,13 @@ void conv_silu_tile(int64_t n, int64_t w, int64_t taps, const float* in, const f
                     const float* bias, bool round_bf16, bool out_bf16, void* out, int64_t ldo);
 void conv_silu_tile_reference(int64_t n, int64_t w, int64_t taps, const float* in, const float* wts, int64_t ldw,
                               const float* bias, bool round_bf16, bool out_bf16, void* out, int64_t ldo);
+
+// One decode step's conv windows as conv_silu_tile's first taps - 1 input rows: for j < taps - 1 and c < w,
+//   out[j * w + c] = x[c * taps + j + 1]   (widened to fp32)
+// where x holds w windows of `taps` values back to back (a dense conv pool's [.., C, taps] block, fp32 or
+// bf16 bits): each window's newest taps - 1 inputs, oldest first, channel by channel in rows. taps >= 1.
+void conv_window_rows(int64_t w, int64_t taps, const void* x, bool bf16, float* out);
+void conv_window_rows_reference(int64_t w, int64_t taps, const void* x, bool bf16, float* out);
 
 // The gated RMSNorm of `groups` back-to-back groups of V values of o (one token's value heads), in place, with
 // gate values z in o's layout and per-channel weights w [V]. Per group, the sum in double:
