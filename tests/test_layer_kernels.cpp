@@ -114,29 +114,35 @@ std::vector<float> norm_by(bool reference, int64_t groups, int64_t V, bool gdn, 
 }
 
 // A decode step's windows as the tile's rows: a pure widening copy, so bit for bit the plain loop's, for vector
-// tails (w off the lanes), the deinterleaved four-tap form and the lane-by-lane forms of other tap counts, fp32
-// and bf16 windows; nothing past the taps - 1 rows is written.
+// tails (w off the lanes), the deinterleaved four-tap form and the lane-by-lane forms of other tap counts and
+// of strided windows (padded, and tap-major: a pool stored [.., taps, C]), fp32 and bf16 windows; nothing past
+// the taps - 1 rows is written.
 TEST(LayerKernels, ConvWindowRowsMatchItsReference) {
   std::mt19937_64 rng(3);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   for (int64_t w : {1, 7, 16, 17, 33, 517}) {
     for (int64_t taps : {1, 2, 4, 5}) {
-      for (bool bf16 : {false, true}) {
-        std::vector<float> xf(w * taps);
-        std::vector<uint16_t> xb(w * taps);
-        for (int64_t i = 0; i < w * taps; ++i) {
-          xb[i] = f32_to_bf16_bits(nd(rng));
-          xf[i] = nd(rng);
-        }
-        const void* x = bf16 ? static_cast<const void*>(xb.data()) : xf.data();
-        const int64_t rows = taps - 1;
-        std::vector<float> got(rows * w + 3, -9.0f), want(rows * w + 3, -9.0f);
-        conv_window_rows(w, taps, x, bf16, got.data());
-        conv_window_rows_reference(w, taps, x, bf16, want.data());
-        ASSERT_EQ(got, want) << "w " << w << " taps " << taps << (bf16 ? " bf16" : " fp32");
-        for (int64_t c = 0; c < w && rows > 0; ++c) {  // the reference itself: row j holds tap j + 1
-          const int64_t i = c * taps + taps - 1;
-          ASSERT_EQ(want[(rows - 1) * w + c], bf16 ? bf16_bits_to_f32(xb[i]) : xf[i]);
+      const std::pair<int64_t, int64_t> strides[] = {{taps, 1}, {taps + 1, 1}, {1, w}};  // (ldc, ldt)
+      for (const auto& [ldc, ldt] : strides) {
+        for (bool bf16 : {false, true}) {
+          const int64_t n = (w - 1) * ldc + (taps - 1) * ldt + 1;
+          std::vector<float> xf(n);
+          std::vector<uint16_t> xb(n);
+          for (int64_t i = 0; i < n; ++i) {
+            xb[i] = f32_to_bf16_bits(nd(rng));
+            xf[i] = nd(rng);
+          }
+          const void* x = bf16 ? static_cast<const void*>(xb.data()) : xf.data();
+          const int64_t rows = taps - 1;
+          std::vector<float> got(rows * w + 3, -9.0f), want(rows * w + 3, -9.0f);
+          conv_window_rows(w, taps, x, ldc, ldt, bf16, got.data());
+          conv_window_rows_reference(w, taps, x, ldc, ldt, bf16, want.data());
+          ASSERT_EQ(got, want) << "w " << w << " taps " << taps << " strides " << ldc << ", " << ldt
+                               << (bf16 ? " bf16" : " fp32");
+          for (int64_t c = 0; c < w && rows > 0; ++c) {  // the reference itself: row j holds tap j + 1
+            const int64_t i = c * ldc + (taps - 1) * ldt;
+            ASSERT_EQ(want[(rows - 1) * w + c], bf16 ? bf16_bits_to_f32(xb[i]) : xf[i]);
+          }
         }
       }
     }

@@ -126,7 +126,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows(int64_t M, int 
   const auto steps = [&](int64_t i, int64_t mr) { return lower ? std::min(Kp, (i + mr + 1) / 2) : Kp; };
   const auto from = [&](int64_t i) { return RowScale{Scaled ? rs.s + i * rs.stride : nullptr, rs.stride}; };
   int64_t i = 0;
-  if (NV == 1) {
+  if constexpr (NV == 1) {
     for (; i + 2 * kMR <= M; i += 2 * kMR) {
       shift(i);
       block<2 * kMR, 1, Scaled>(nt, moved, steps(i, 2 * kMR), accumulate, C + i * ldc, ldc, last, from(i));

@@ -20,16 +20,23 @@ namespace hanpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// A vector of fp32 from fp32 values, or from bf16 bit patterns widened (exact: the bits move up 16 places).
+// bf16 bit patterns in a vector of u16 lanes (as many as d's) widened to fp32 (exact: the bits move up 16
+// places).
+template <class D>
+HWY_INLINE hn::Vec<D> WidenBf16(D d, hn::Vec<hn::Rebind<uint16_t, D>> bits) {
+  const hn::RebindToUnsigned<D> du32;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
+}
+
+// A vector of fp32 from fp32 values, or from bf16 bit patterns widened.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadF32(D d, const float* x) {
   return hn::LoadU(d, x);
 }
 template <class D>
 HWY_INLINE hn::Vec<D> LoadF32(D d, const uint16_t* x) {
-  const hn::RebindToUnsigned<D> du32;
   const hn::Rebind<uint16_t, D> du16;
-  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, x))));
+  return WidenBf16(d, hn::LoadU(du16, x));
 }
 
 // The bf16 rounding of fp32 bit patterns u (nearest, ties to even) in the upper half of

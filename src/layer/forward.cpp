@@ -370,12 +370,7 @@ Status decode_impl(const Layer::Impl& L, const TensorView& x, const TensorView& 
       std::copy_n(now, wd, raw + n * C + c0);
       if (slots[n] < 0) continue;
       const A* win = pool_base + slots[n] * ps0 + c0 * ps1;
-      if (ps2 == 1 && ps1 == Kc) {  // a dense pool: the block's windows back to back
-        layer::conv_window_rows(wd, Kc, win, kBf16, in.data());
-      } else {
-        for (int64_t j = 0; j + 1 < Kc; ++j)
-          for (int64_t c = 0; c < wd; ++c) in[j * wd + c] = ld(win, c * ps1 + (j + 1) * ps2);
-      }
+      layer::conv_window_rows(wd, Kc, win, ps1, ps2, kBf16, in.data());
       layer::conv_silu_tile(1, wd, Kc, in.data(), L.conv_w.data() + c0, C,
                             L.conv_b.empty() ? nullptr : L.conv_b.data() + c0, kBf16, kBf16, row, L.n1);
     }

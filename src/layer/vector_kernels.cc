@@ -21,6 +21,7 @@ using hanpu::HWY_NAMESPACE::ExpOf;
 using hanpu::HWY_NAMESPACE::LoadF32;
 using hanpu::HWY_NAMESPACE::RoundBf16;
 using hanpu::HWY_NAMESPACE::StoreF32;
+using hanpu::HWY_NAMESPACE::WidenBf16;
 
 template <class D>
 void Columns(D d, int64_t c, int64_t t, int64_t w, int64_t taps, const float* in, const float* wts, int64_t ldw,
@@ -99,52 +100,43 @@ void GatedNormOf(int64_t groups, int64_t V, bool gdn, float eps, const float* w,
   }
 }
 
-// Four taps (Qwen3.5's, Qwen3-Next's and Kimi Linear's conv): whole vectors of windows deinterleaved by
-// LoadInterleaved4 (tap 0, the oldest, is dropped), the last partial vector lane by lane; other tap counts lane
-// by lane throughout. Widening is exact, so every form gives the same values.
+inline float ToF32(float x) { return x; }
+inline float ToF32(uint16_t x) { return bf16_bits_to_f32(x); }
+
+// Four taps in a dense block (Qwen3.5's, Qwen3-Next's and Kimi Linear's conv, windows back to back): whole
+// vectors of windows deinterleaved by LoadInterleaved4 (tap 0, the oldest, dropped), the last partial vector
+// lane by lane; other tap counts and strides lane by lane throughout. Widening is exact, so every form gives
+// the same values.
 template <typename T>
-void WindowRowsOf(int64_t w, int64_t taps, const T* x, float* out) {
+void WindowRowsOf(int64_t w, int64_t taps, const T* x, int64_t ldc, int64_t ldt, float* out) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
-  if (taps == 4) {
+  if (taps == 4 && ldc == 4 && ldt == 1) {
+    const hn::Rebind<T, decltype(d)> dt;  // float lanes, or bf16 bits as many
     for (; c + N <= w; c += N) {
+      hn::Vec<decltype(dt)> t0, t1, t2, t3;
+      hn::LoadInterleaved4(dt, x + 4 * c, t0, t1, t2, t3);
       if constexpr (std::is_same_v<T, uint16_t>) {
-        const hn::Rebind<uint16_t, decltype(d)> d16;
-        const hn::RebindToUnsigned<decltype(d)> du32;
-        hn::Vec<decltype(d16)> t0, t1, t2, t3;
-        hn::LoadInterleaved4(d16, x + 4 * c, t0, t1, t2, t3);
-        const auto widen = [&](hn::Vec<decltype(d16)> v) {
-          return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, v)));
-        };
-        hn::StoreU(widen(t1), d, out + c);
-        hn::StoreU(widen(t2), d, out + w + c);
-        hn::StoreU(widen(t3), d, out + 2 * w + c);
+        hn::StoreU(WidenBf16(d, t1), d, out + c);
+        hn::StoreU(WidenBf16(d, t2), d, out + w + c);
+        hn::StoreU(WidenBf16(d, t3), d, out + 2 * w + c);
       } else {
-        hn::Vec<decltype(d)> t0, t1, t2, t3;
-        hn::LoadInterleaved4(d, x + 4 * c, t0, t1, t2, t3);
         hn::StoreU(t1, d, out + c);
         hn::StoreU(t2, d, out + w + c);
         hn::StoreU(t3, d, out + 2 * w + c);
       }
     }
   }
-  for (; c < w; ++c) {
-    for (int64_t j = 0; j + 1 < taps; ++j) {
-      if constexpr (std::is_same_v<T, uint16_t>) {
-        out[j * w + c] = bf16_bits_to_f32(x[c * taps + j + 1]);
-      } else {
-        out[j * w + c] = x[c * taps + j + 1];
-      }
-    }
-  }
+  for (; c < w; ++c)
+    for (int64_t j = 0; j + 1 < taps; ++j) out[j * w + c] = ToF32(x[c * ldc + (j + 1) * ldt]);
 }
 
-void ConvWindowRows(int64_t w, int64_t taps, const void* x, bool bf16, float* out) {
+void ConvWindowRows(int64_t w, int64_t taps, const void* x, int64_t ldc, int64_t ldt, bool bf16, float* out) {
   if (bf16) {
-    WindowRowsOf(w, taps, static_cast<const uint16_t*>(x), out);
+    WindowRowsOf(w, taps, static_cast<const uint16_t*>(x), ldc, ldt, out);
   } else {
-    WindowRowsOf(w, taps, static_cast<const float*>(x), out);
+    WindowRowsOf(w, taps, static_cast<const float*>(x), ldc, ldt, out);
   }
 }
 
@@ -168,14 +160,15 @@ HWY_EXPORT(ConvSiluTile);
 HWY_EXPORT(ConvWindowRows);
 HWY_EXPORT(GatedRmsNorm);
 
-void conv_window_rows(int64_t w, int64_t taps, const void* x, bool bf16, float* out) {
-  HWY_DYNAMIC_DISPATCH(ConvWindowRows)(w, taps, x, bf16, out);
+void conv_window_rows(int64_t w, int64_t taps, const void* x, int64_t ldc, int64_t ldt, bool bf16, float* out) {
+  HWY_DYNAMIC_DISPATCH(ConvWindowRows)(w, taps, x, ldc, ldt, bf16, out);
 }
 
-void conv_window_rows_reference(int64_t w, int64_t taps, const void* x, bool bf16, float* out) {
+void conv_window_rows_reference(int64_t w, int64_t taps, const void* x, int64_t ldc, int64_t ldt, bool bf16,
+                                float* out) {
   for (int64_t j = 0; j + 1 < taps; ++j)
     for (int64_t c = 0; c < w; ++c) {
-      const int64_t i = c * taps + j + 1;
+      const int64_t i = c * ldc + (j + 1) * ldt;
       out[j * w + c] = bf16 ? bf16_bits_to_f32(static_cast<const uint16_t*>(x)[i]) : static_cast<const float*>(x)[i];
     }
 }

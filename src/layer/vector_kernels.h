@@ -20,11 +20,13 @@ void conv_silu_tile_reference(int64_t n, int64_t w, int64_t taps, const float* i
                               const float* bias, bool round_bf16, bool out_bf16, void* out, int64_t ldo);
 
 // One decode step's conv windows as conv_silu_tile's first taps - 1 input rows: for j < taps - 1 and c < w,
-//   out[j * w + c] = x[c * taps + j + 1]   (widened to fp32)
-// where x holds w windows of `taps` values back to back (a dense conv pool's [.., C, taps] block, fp32 or
-// bf16 bits): each window's newest taps - 1 inputs, oldest first, channel by channel in rows. taps >= 1.
-void conv_window_rows(int64_t w, int64_t taps, const void* x, bool bf16, float* out);
-void conv_window_rows_reference(int64_t w, int64_t taps, const void* x, bool bf16, float* out);
+//   out[j * w + c] = x[c * ldc + (j + 1) * ldt]   (widened to fp32)
+// where x holds w windows of `taps` values (a conv pool's [.., C, taps] block at its channel and tap strides,
+// fp32 or bf16 bits): each window's newest taps - 1 inputs, oldest first, channel by channel in rows. On
+// vectors where the windows lie back to back (ldt = 1, ldc = taps = 4). taps >= 1.
+void conv_window_rows(int64_t w, int64_t taps, const void* x, int64_t ldc, int64_t ldt, bool bf16, float* out);
+void conv_window_rows_reference(int64_t w, int64_t taps, const void* x, int64_t ldc, int64_t ldt, bool bf16,
+                                float* out);
 
 // The gated RMSNorm of `groups` back-to-back groups of V values of o (one token's value heads), in place, with
 // gate values z in o's layout and per-channel weights w [V]. Per group, the sum in double:
