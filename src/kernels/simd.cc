@@ -662,14 +662,9 @@ void PackTransposed(int64_t rows, int64_t cols, const float* src, int64_t lds, c
 // bf16 -> fp32: the 16 bits become the high half of the float (exact).
 void Bf16ToF32(int64_t n, const uint16_t* src, float* dst) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du32;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + nl <= n; i += nl) {
-    const auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)));
-    hn::StoreU(hn::BitCast(df, wide), df, dst + i);
-  }
+  for (; i + nl <= n; i += nl) hn::StoreU(LoadF32(df, src + i), df, dst + i);
   for (; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
 }
 
@@ -678,8 +673,6 @@ void Bf16ToF32(int64_t n, const uint16_t* src, float* dst) {
 void Bf16RowsScaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds, const float* f, float s, float* dst,
                     int64_t ldd) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du32;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(df));
   const auto sv = hn::Set(df, s);
   for (int64_t r = 0; r < rows; ++r) {
@@ -688,8 +681,7 @@ void Bf16RowsScaled(int64_t rows, int64_t cols, const uint16_t* src, int64_t lds
     const auto fv = hn::Set(df, f[r]);
     int64_t c = 0;
     for (; c + nl <= cols; c += nl) {
-      const auto wide = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, x + c))));
-      hn::StoreU(hn::Mul(hn::Mul(wide, fv), sv), df, y + c);
+      hn::StoreU(hn::Mul(hn::Mul(LoadF32(df, x + c), fv), sv), df, y + c);
     }
     for (; c < cols; ++c) y[c] = (bf16_bits_to_f32(x[c]) * f[r]) * s;
   }
