@@ -14,8 +14,11 @@ export HANPU_HOST_DEVICE="$PWD/build/no-calibration/host.json"
 case "${1:-}" in
   --sanitize) ctest --test-dir build-asan --output-on-failure -j 2 ;;
   --tsan)
+    # Not the bf16 drift test: its time is the single-threaded fp64 reference at T = 65536 (147 s under
+    # ThreadSanitizer on the AMD EPYC Zen 5, against 7 s plain), and the other Engine tests run the same threads.
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --test-dir build-tsan --output-on-failure -j 2 -R '^(Concurrency|ThreadPool|Engine|FuseHost|FuseCore|PlanExec|Packing|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
+      ctest --test-dir build-tsan --output-on-failure -j 2 -E 'DoesNotDriftOverALongSequence' \
+        -R '^(Concurrency|ThreadPool|Engine|FuseHost|FuseCore|PlanExec|Packing|Mapping|FpMode|Layer/LayerArchTest)\.' ;;
   *)
     ctest --test-dir build --output-on-failure -j 2
     scripts/test-python.sh ;;
