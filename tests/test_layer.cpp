@@ -12,6 +12,7 @@
 #include "layer/random_weights.h"
 #include "layer/reference.h"
 #include "test_util.h"
+#include "verify/verify.h"
 
 namespace hanpu {
 namespace {
@@ -186,11 +187,9 @@ TEST_P(LayerArchTest, Bf16ModeStaysWithinBf16Rounding) {
   ASSERT_TRUE(L->prefill(x.view(), y.view(), nullptr, LayerRunConfig{}).ok());
   layer::ReferenceResult ref;
   ASSERT_TRUE(layer::reference_layer(spec, lookup_in(w, ""), x.view(), nullptr, nullptr, &ref).ok());
-  const std::vector<double> yv = to_doubles(y.view());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < yv.size(); ++i) num += (yv[i] - ref.y[i]) * (yv[i] - ref.y[i]), den += ref.y[i] * ref.y[i];
-  EXPECT_LT(std::sqrt(num / den), 2e-2);
-  EXPECT_GT(std::sqrt(num / den), 0.0);  // it did round
+  const double rms = std::sqrt(nmse(to_doubles(y.view()), ref.y));
+  EXPECT_LT(rms, 2e-2);
+  EXPECT_GT(rms, 0.0);  // it did round
 }
 
 // bf16 decode: two prompts prefilled with their states out, then one decode step each from slots 1 and 0 of a
@@ -238,10 +237,8 @@ TEST_P(LayerArchTest, Bf16DecodeOnDenseAndStridedConvPools) {
   for (int64_t s = 0; s < S; ++s)
     for (int64_t i = 0; i < C * Kc; ++i)
       ASSERT_EQ(cd[(1 - s) * C * Kc + i], after[s * C * Kc + i]) << "sequence " << s << " at " << i;
-  const std::vector<double> yd = to_doubles(y.view()), yp = to_doubles(y1.view());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < yd.size(); ++i) num += (yd[i] - yp[i]) * (yd[i] - yp[i]), den += yp[i] * yp[i];
-  EXPECT_LT(std::sqrt(num / den), 1e-2);  // the cores differ (recurrent step vs chunk of one), in bf16 output
+  // The cores differ (recurrent step vs chunk of one), in bf16 output.
+  EXPECT_LT(std::sqrt(nmse(to_doubles(y.view()), to_doubles(y1.view()))), 1e-2);
 }
 
 // Workspaces: a freed buffer serves the next call that fits; what the pool keeps is bounded.
