@@ -114,18 +114,19 @@ void WindowRowsOf(int64_t w, int64_t taps, const T* x, int64_t ldc, int64_t ldt,
   int64_t c = 0;
   if (taps == 4 && ldc == 4 && ldt == 1) {
     const hn::Rebind<T, decltype(d)> dt;  // float lanes, or bf16 bits as many
+    const auto f32 = [&](hn::Vec<decltype(dt)> v) {
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        return WidenBf16(d, v);
+      } else {
+        return v;
+      }
+    };
     for (; c + N <= w; c += N) {
       hn::Vec<decltype(dt)> t0, t1, t2, t3;
       hn::LoadInterleaved4(dt, x + 4 * c, t0, t1, t2, t3);
-      if constexpr (std::is_same_v<T, uint16_t>) {
-        hn::StoreU(WidenBf16(d, t1), d, out + c);
-        hn::StoreU(WidenBf16(d, t2), d, out + w + c);
-        hn::StoreU(WidenBf16(d, t3), d, out + 2 * w + c);
-      } else {
-        hn::StoreU(t1, d, out + c);
-        hn::StoreU(t2, d, out + w + c);
-        hn::StoreU(t3, d, out + 2 * w + c);
-      }
+      hn::StoreU(f32(t1), d, out + c);
+      hn::StoreU(f32(t2), d, out + w + c);
+      hn::StoreU(f32(t3), d, out + 2 * w + c);
     }
   }
   for (; c < w; ++c)
