@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "verify/verify.h"
 
@@ -42,6 +43,51 @@ TEST(Verify, DefaultRunCoversEveryGroupAndTheRequiredShapes) {
   EXPECT_EQ(groups.size(), 2u * 3u * verify_scenarios().size());
   EXPECT_TRUE(long_seq && non_pow2 && gva && varlen && init && minus1000);
   EXPECT_EQ(chunk_sizes, (std::set<int>{16, 32, 64}));
+}
+
+// verify.h's bf16 bars: pooled over a scenario's bf16 instances, n-weighted NMSE against n-weighted bars, the
+// worse of the chunk path and the engine per instance; exact-mode and rejected instances left out.
+TEST(Verify, Bf16BarsPoolOverAScenariosValues) {
+  const auto result = [](const char* precision, int64_t n, double err, double bar) {
+    InstanceResult r;
+    r.precision = precision;
+    r.n_o = r.n_s = n;
+    r.chunk_o = r.chunk_s = err;
+    r.engine_o = r.engine_s = err / 2;
+    r.bar_o = r.bar_s = bar;
+    return r;
+  };
+  // a single value at 20x its bar beside 1000 values at half of theirs: (20 + 500) / 1001
+  const InstanceResult tiny = result("bf16", 1, 20e-6, 1e-6), big = result("bf16", 1000, 0.5e-6, 1e-6);
+  PooledRatio pr = pooled_ratio({&tiny, &big});
+  EXPECT_NEAR(pr.o, 520.0 / 1001.0, 1e-12);
+  EXPECT_NEAR(pr.state, 520.0 / 1001.0, 1e-12);
+  EXPECT_TRUE(pr.passed());
+  InstanceResult worse_engine = result("bf16", 1000, 0.5e-6, 1e-6);
+  worse_engine.engine_s = 1.2e-6;  // the engine's state over its bar: the group fails on the state alone
+  pr = pooled_ratio({&tiny, &worse_engine});
+  EXPECT_NEAR(pr.state, (20.0 + 1200.0) / 1001.0, 1e-12);
+  EXPECT_FALSE(pr.passed());
+  InstanceResult exact = result("exact", 1000, 5e-6, 1e-6), rejected = result("bf16", 1000, INFINITY, 1e-6);
+  rejected.error = "rejected";
+  pr = pooled_ratio({&big, &exact, &rejected});
+  EXPECT_NEAR(pr.o, 0.5, 1e-12);
+  EXPECT_EQ(pooled_ratio({&exact}).o, 0.0);
+}
+
+// Each bf16 instance alone is held to kBf16GrossFactor times its bars: the five instances of seeds 1-48 that
+// were over their own bars (GDN states of 1, 4, 60, 128 and 768 values; the chunk path, the native strategy
+// or the hanpu strategy) pass within it.
+TEST(Verify, Bf16InstancesAreHeldToTheGrossErrorGuard) {
+  for (const auto& [seed, index] : {std::pair<uint64_t, int>{11, 625}, {13, 319}, {7, 442}, {23, 582}, {39, 553}}) {
+    Instance inst = make_instance(seed, index);
+    inst.opt.precision = Precision::kBf16;
+    const InstanceResult r = run_instance(inst, true);
+    EXPECT_EQ(r.precision, "bf16");
+    EXPECT_TRUE(r.passed) << seed << " " << index << " " << inst.describe() << ": chunk S " << r.chunk_s
+                          << " engine S " << r.engine_s << " (" << r.engine_worst << ") bar " << r.bar_s << " "
+                          << r.error;
+  }
 }
 
 TEST(Verify, ARejectedInstanceCountsAsAFailure) {

@@ -51,7 +51,7 @@ int run(VerifyArgs a) {
                    r.bar_s, r.rec_bar_o, r.rec_bar_s, r.error.c_str());
     }
   }
-  return rep.failures == 0 ? 0 : 1;
+  return rep.failures == 0 && rep.group_failures == 0 ? 0 : 1;
 }
 
 }  // namespace
