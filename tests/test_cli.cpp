@@ -703,6 +703,21 @@ TEST(Cli, VerifyPrintsATableAndWritesJson) {
   EXPECT_GT(j["results"][0]["nmse"]["engine_o"].get<double>(), 0.0);
   EXPECT_FALSE(j["results"][0]["engine_worst_strategy"].get<std::string>().empty());
   EXPECT_EQ(run_cli("verify --instances 0", &log), 2);
+  // bf16: the scenarios' pooled bars beside each instance's guard
+  ASSERT_EQ(run_cli("verify --instances 24 --seed 5 --threads 2 --no-engine --precision bf16 --json " + json_path, &log), 0)
+      << log;
+  EXPECT_NE(log.find("24 instances, 0 failed (bf16: each instance within 8x its bars in relative RMS, every scenario "
+                     "pooled within them: 0 over)"),
+            std::string::npos)
+      << log;
+  std::ifstream bf(json_path);
+  const auto b = nlohmann::json::parse(bf);
+  EXPECT_EQ(b["group_failures"], 0);
+  for (const auto& g : b["groups"]) {
+    EXPECT_TRUE(g["pooled_passed"].get<bool>()) << g.dump();
+    EXPECT_GT(g["pooled_ratio_to_bar"]["state"].get<double>(), 0.0) << g.dump();
+  }
+  EXPECT_GT(b["results"][0]["values_o"].get<int64_t>(), 0);
 }
 
 TEST(Cli, PlanPrintsTheReportAndWritesALoadablePlan) {

@@ -51,6 +51,7 @@ int run(VerifyArgs a) {
                    r.bar_s, r.rec_bar_o, r.rec_bar_s, r.error.c_str());
     }
   }
+  for (const std::string& g : rep.failed_groups) std::fprintf(stderr, "FAILED scenario %s\n", g.c_str());
   return rep.failures == 0 && rep.group_failures == 0 ? 0 : 1;
 }
 

@@ -228,7 +228,15 @@ VerifyReport run_verify(const VerifyConfig& cfg,
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   for (const auto& r : rep.results) rep.failures += r.passed ? 0 : 1;
-  for (const Group& g : group_results(rep)) rep.group_failures += pooled_ratio(g.members).passed() ? 0 : 1;
+  for (const Group& g : group_results(rep)) {
+    const PooledRatio pr = pooled_ratio(g.members);
+    if (pr.passed()) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s/%s/%s: pooled o %.2fx, state %.2fx its bars (NMSE)", g.kind.c_str(),
+                  g.dtype.c_str(), g.scenario.c_str(), pr.o, pr.state);
+    rep.failed_groups.push_back(line);
+  }
+  rep.group_failures = static_cast<int>(rep.failed_groups.size());
   rep.seconds = seconds_since(t0);
   return rep;
 }
