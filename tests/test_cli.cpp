@@ -704,8 +704,8 @@ TEST(Cli, VerifyPrintsATableAndWritesJson) {
   EXPECT_FALSE(j["results"][0]["engine_worst_strategy"].get<std::string>().empty());
   EXPECT_EQ(run_cli("verify --instances 0", &log), 2);
   // bf16: the scenarios' pooled bars beside each instance's guard
-  ASSERT_EQ(run_cli("verify --instances 24 --seed 5 --threads 2 --no-engine --precision bf16 --json " + json_path, &log), 0)
-      << log;
+  const std::string bf16_run = "verify --instances 24 --seed 5 --threads 2 --no-engine --precision bf16 --json ";
+  ASSERT_EQ(run_cli(bf16_run + json_path, &log), 0) << log;
   EXPECT_NE(log.find("24 instances, 0 failed (bf16: each instance within 8x its bars in relative RMS, every scenario "
                      "pooled within them: 0 over)"),
             std::string::npos)

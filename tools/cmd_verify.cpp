@@ -52,7 +52,7 @@ int run(VerifyArgs a) {
     }
   }
   for (const std::string& g : rep.failed_groups) std::fprintf(stderr, "FAILED scenario %s\n", g.c_str());
-  return rep.failures == 0 && rep.group_failures == 0 ? 0 : 1;
+  return rep.failures == 0 && rep.failed_groups.empty() ? 0 : 1;
 }
 
 }  // namespace

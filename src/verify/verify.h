@@ -90,9 +90,10 @@ struct VerifyConfig {
 
 struct VerifyReport {
   std::vector<InstanceResult> results;
-  int failures = 0;        // instances
-  int group_failures = 0;  // scenario groups (kind, dtype, scenario) over their pooled bf16 bars
-  std::vector<std::string> failed_groups;  // each: "gdn/BF16/varlen: pooled o 1.23x, state 0.80x its bars (NMSE)"
+  int failures = 0;  // instances
+  // The scenario groups (kind, dtype, scenario) over their pooled bf16 bars, each as
+  // "gdn/BF16/varlen: pooled o 1.23x, state 0.80x its bars (NMSE)".
+  std::vector<std::string> failed_groups;
   double seconds = 0;
 };
 
