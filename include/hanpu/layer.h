@@ -17,7 +17,7 @@
 // kBf16 keeps weights and activations in bf16 and rounds exactly where transformers' bf16 model rounds
 // (projection outputs, the conv output, beta, the core output, the norm's intermediate and output); the
 // core runs in the bf16 precision mode (ops.h); gates, norms and accumulation stay fp32. kAuto: kBf16 for
-// a bf16 checkpoint, kExact otherwise. The projections run on oneDNN's matmul (README "The layer" says why).
+// a bf16 checkpoint, kExact otherwise. The projections run on oneDNN's matmul (README "Whole layers" says why).
 #pragma once
 
 #include <cstdint>

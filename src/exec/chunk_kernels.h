@@ -111,7 +111,7 @@ struct ChunkInputs {
   // page, do not fetch them; issued one chunk ahead, their DRAM latency overlaps the current chunk's GEMMs.
   // (Not all of it: on the AMD EPYC Zen 5 VM a GDN step still loses 4-6 us to these rows, and no schedule of
   // the prefetches tried there lowered a step's total: a step ahead, just before the load, in 16-line pieces
-  // through the step, or on 2 MiB pages; README, "Precision modes".)
+  // through the step, or on 2 MiB pages; docs/PERFORMANCE.md, AMD EPYC Zen 5.)
   void prefetch(const Problem& p, const Sequence& s, int64_t hv, const ChunkRows& c) const;
   // Loads rows, cumsums the gates and forms the decay factors.
   void load(const Problem& p, const RowLoader<float>& rows, const Sequence& s, int64_t hv, const ChunkRows& c);

@@ -292,14 +292,15 @@ const KernelSet& active_kernels();
 
 // Providers (one per instruction-set family) append the sets they compiled and the CPU supports.
 void append_highway_kernel_sets(std::vector<KernelSet>* out);  // kernels/simd.cc
-// With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others on AMD's
-// CPUs, else right behind AVX3. AMD's cores run VDPBF16PS at twice the FMA's MAC rate (the AMD EPYC of the
-// README: 229 against 115 GFLOP/s a core), so the bf16 mode beats exact there. Intel's cores without usable
-// AMX tiles (Cooper Lake; Sapphire Rapids and later where the OS or hypervisor refuses the tile state) issue
-// it at half the FMA's rate (the Intel Xeon with AMX, its tiles put aside with HANPU_KERNELS=AVX3+BF16:
-// 122.9 against 246.3 GFLOP/s a core), where AVX3's bf16 mode, fp32 FMA on rounded operands with the same
-// errors, runs a GDN T = 4096 prefill (2 threads, medians) in 34.8-35.6 ms against 46.4-46.9 ms: there
-// the bf16 mode must not get the slower unit (and `auto` runs bf16 inputs in exact mode: AVX3 is active).
+// With AVX512-BF16 on this CPU: the AVX3 set with its bf16 GEMMs on VDPBF16PS, ahead of the others on AMD's CPUs,
+// else right behind AVX3. AMD's cores run VDPBF16PS at twice the FMA's MAC rate (the AMD EPYC, Zen 4 class, of
+// docs/PERFORMANCE.md: in-run probes 408-465 against 232-234 GFLOP/s on 2 threads), so the bf16 mode beats exact
+// there. Intel's cores without usable AMX tiles (Cooper Lake; Sapphire Rapids and later where the OS or hypervisor
+// refuses the tile state) issue it at half the FMA's rate (the Intel Xeon with AMX, its tiles put aside with
+// HANPU_KERNELS=AVX3+BF16: 122.9 against 246.3 GFLOP/s a core), where AVX3's bf16 mode, fp32 FMA on rounded
+// operands with the same errors, runs a GDN T = 4096 prefill (2 threads, medians) in 34.8-35.6 ms against
+// 46.4-46.9 ms: there the bf16 mode must not get the slower unit (and `auto` runs bf16 inputs in exact mode: AVX3
+// is active).
 void append_avx512bf16_kernel_sets(std::vector<KernelSet>* out);  // kernels/gemm_avx512bf16.cpp
 // With AMX tiles usable by this process (kernels/amx_support.h): the AVX512-BF16 set with its bf16 GEMMs on
 // TDPBF16PS, ahead of all.
