@@ -34,12 +34,15 @@ def lines_outside_fences(text):
             yield n, line
 
 
-def anchors(path, cache={}):
-    if path not in cache:
+_anchors = {}  # document path -> its headings' slugs
+
+
+def anchors(path):
+    if path not in _anchors:
         with open(path, encoding="utf-8") as f:
-            cache[path] = {slug(line.lstrip("#")) for _, line in lines_outside_fences(f.read())
-                           if line.startswith("#")}
-    return cache[path]
+            _anchors[path] = {slug(line.lstrip("#")) for _, line in lines_outside_fences(f.read())
+                              if line.startswith("#")}
+    return _anchors[path]
 
 
 def check(doc, root, counts):
