@@ -18,27 +18,18 @@
 #include "kernels/overlap_probe.h"
 #include "layer/random_weights.h"
 #include "plan/device.h"
+#include "process_util.h"
 #include "test_util.h"
 
 namespace hanpu {
 namespace {
 
-// A temporary path private to the running test (ctest runs the tests in parallel processes).
-std::string temp(const std::string& name) {
-  return ::testing::TempDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
-}
+using testing::temp;
 
 // Runs the CLI in its own process (with HANPU_KERNELS=kernels when given), its output into *output.
 int run_cli(const std::string& args, std::string* output = nullptr, const std::string& kernels = "") {
-  const std::string log = temp("cli_output.txt");
   const std::string env = kernels.empty() ? "" : "HANPU_KERNELS='" + kernels + "' ";
-  const std::string cmd = env + std::string(HANPU_CLI_PATH) + " " + args + " > " + log + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (output) {
-    std::ifstream f(log);
-    output->assign(std::istreambuf_iterator<char>(f), {});
-  }
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return testing::run_shell(env + std::string(HANPU_CLI_PATH) + " " + args, output);
 }
 
 TEST(Cli, RunWritesWhatTheLibraryComputes) {
@@ -506,7 +497,7 @@ TEST(Cli, CompareBinariesInterleavesTwoBinaries) {
   std::string cli = HANPU_CLI_PATH;
   cli.erase(0, cli.find_first_not_of(' '));
   if (cli.find(' ') != std::string::npos) GTEST_SKIP() << "the CLI runs under an emulator: " << cli;
-  if (std::system("python3 --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  if (!testing::python3_available()) GTEST_SKIP() << "python3 is not installed";
   const std::string script = std::string(HANPU_FUZZ_DIR) + "/../../scripts/compare-binaries.py";
   const std::string json = temp("compare.json"), log = temp("compare.log");
   const std::string cmd = "python3 " + script + " --rounds 2 --json " + json + " " + cli + " " + cli +

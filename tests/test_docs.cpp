@@ -2,48 +2,33 @@
 // name in backticks all exist, so a moved file or a renamed heading fails here rather than in a reader's hands.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "process_util.h"
 
+namespace hanpu {
 namespace {
 
 const std::filesystem::path kRoot = std::filesystem::path(HANPU_FUZZ_DIR) / ".." / "..";
 
-// A scratch file of this process's own (ctest runs the tests as parallel processes).
-std::filesystem::path scratch(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("hanpu_docs_" + std::to_string(::getpid()) + "_" + name);
-}
-
-// Runs the checker with args; returns its exit status and fills out with what it printed.
+// Runs the checker on args (documents; none: the repository's); returns its exit status, its output in *out.
 int run_checker(const std::string& args, std::string* out) {
-  const auto log = scratch("check.log");
-  const std::string cmd = "python3 " + (kRoot / "scripts" / "check-docs.py").string() + " --root " + kRoot.string() +
-                          " " + args + " > " + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  std::filesystem::remove(log);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return testing::run_shell(
+      "python3 " + (kRoot / "scripts" / "check-docs.py").string() + " --root " + kRoot.string() + " " + args, out);
 }
 
 TEST(Docs, LinksAnchorsAndSourcePathsResolve) {
-  if (std::system("python3 --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  if (!testing::python3_available()) GTEST_SKIP() << "python3 is not installed";
   std::string out;
   EXPECT_EQ(run_checker("", &out), 0) << out;
   EXPECT_NE(out.find("0 problems"), std::string::npos) << out;
 }
 
 TEST(Docs, CheckerReportsEachMissingTarget) {
-  if (std::system("python3 --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
-  const auto doc = scratch("doc.md");
+  if (!testing::python3_available()) GTEST_SKIP() << "python3 is not installed";
+  const std::string doc = testing::temp("doc.md");
   {
     std::ofstream f(doc);
     f << "# Title\n\n## A heading\n\n"
@@ -52,7 +37,7 @@ TEST(Docs, CheckerReportsEachMissingTarget) {
       << "```\n[inside a fence](not-checked.md)\n```\n";
   }
   std::string out;
-  EXPECT_EQ(run_checker(doc.string(), &out), 1) << out;
+  EXPECT_EQ(run_checker(doc, &out), 1) << out;
   EXPECT_NE(out.find(":5: link to a missing file: missing.md"), std::string::npos) << out;
   EXPECT_NE(out.find(":5: link to a missing heading: #no-such-heading"), std::string::npos) << out;
   EXPECT_NE(out.find(":5: names a file that is not in the tree: src/no/such_file.cpp"), std::string::npos) << out;
@@ -62,3 +47,4 @@ TEST(Docs, CheckerReportsEachMissingTarget) {
 }
 
 }  // namespace
+}  // namespace hanpu
