@@ -9,7 +9,8 @@
  * written, so a failing call leaves outputs and state slots untouched.
  *
  * Structs are initialised by their *_init function; fields are only ever appended. Link with the hanpu
- * library (libhanpu.a, a C++ library: link with a C++ linker or add -lstdc++ -lpthread). */
+ * library, a static C++ library: `cc x.c $(pkg-config --cflags --libs hanpu)` adds what it links, as does the
+ * CMake target hanpu::hanpu (README "Embedding hanpu in an engine"). */
 #ifndef HANPU_HANPU_C_H_
 #define HANPU_HANPU_C_H_
 
