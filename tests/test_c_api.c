@@ -107,7 +107,20 @@ static void check_prefill(hanpu_kind kind) {
   CHECK(hanpu_chunk_forward(&in, &opt, &cfg, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
   CHECK(strstr(hanpu_last_error(), "cfg.threads") != NULL);
   CHECK(hanpu_chunk_forward(NULL, &opt, NULL, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
+  opt.head_mapping = 2;
+  CHECK(hanpu_chunk_forward(&in, &opt, NULL, &o_t, &s_t) == HANPU_INVALID_ARGUMENT);
+  CHECK(strstr(hanpu_last_error(), "opt.head_mapping 2 is not a hanpu_head_mapping") != NULL);
   for (int i = 0; i < B * T * HV * V; ++i) CHECK(o[i] == 42.0f);
+
+  /* ggml's tiled value heads (hv % H): not the grouped result (H = 2 q/k heads, 4 value heads), and the engine
+   * against the reference under the same mapping */
+  opt.head_mapping = HANPU_HEADS_TILED;
+  opt.precision = HANPU_PRECISION_EXACT;
+  CHECK(hanpu_chunk_forward(&in, &opt, NULL, &o_t, &s_t) == HANPU_OK);
+  CHECK(nmse(o, o_ref, B * T * HV * V) > 1e-3);
+  CHECK(hanpu_reference_forward(&in, &opt, &or_t, &sr_t) == HANPU_OK);
+  CHECK(nmse(o, o_ref, B * T * HV * V) < 1e-10);
+  CHECK(nmse(s, s_ref, B * HV * K * V) < 1e-10);
 }
 
 /* One decode token for 3 sequences over a pool of 4 slots, sequence 1 padding: the slots of sequences 0

@@ -34,19 +34,21 @@ int run_cli(const std::string& args, std::string* output = nullptr, const std::s
 
 TEST(Cli, RunWritesWhatTheLibraryComputes) {
   for (Kind kind : {Kind::kGdn, Kind::kKda}) {
-    TensorFile f = testing::small_problem(kind, DType::kBF16, 1, 40, 1, 2, 16, 8, 8);
+    // H = 2 q/k heads for 4 value heads, so that the head mapping (tiled here) decides the result
+    TensorFile f = testing::small_problem(kind, DType::kBF16, 1, 40, 2, 4, 16, 8, 8);
     std::mt19937_64 rng(2);
-    f.tensors["initial_state"] = testing::random_tensor(DType::kF32, {1, 2, 8, 16}, rng);  // v-first
+    f.tensors["initial_state"] = testing::random_tensor(DType::kF32, {1, 4, 8, 16}, rng);  // v-first
     f.tensors["cu_seqlens"] = testing::tensor_of(DType::kI64, {3}, {0, 17, 40});
     std::vector<double> cu_init = to_doubles(f.find("initial_state")->view());
-    cu_init.resize(2 * 2 * 8 * 16);  // two sequences
-    f.tensors["initial_state"] = testing::tensor_of(DType::kF32, {2, 2, 8, 16}, cu_init);
+    cu_init.resize(2 * 4 * 8 * 16);  // two sequences
+    f.tensors["initial_state"] = testing::tensor_of(DType::kF32, {2, 4, 8, 16}, cu_init);
     const std::string in = temp("cli_in.safetensors"), out = temp("cli_out.safetensors");
     ASSERT_TRUE(write_safetensors(in, f).ok());
     for (std::string mode : {"chunk", "recurrent"}) {
       std::string log;
       const int rc = run_cli(std::string("run --kind ") + kind_name(kind) + " --in " + in + " --out " + out +
-                                 " --mode " + mode + " --chunk-size 16 --state-v-first --output-final-state --scale 0.3",
+                                 " --mode " + mode +
+                                 " --chunk-size 16 --state-v-first --output-final-state --scale 0.3 --head-mapping tiled",
                              &log);
       ASSERT_EQ(rc, 0) << log;
       TensorFile got;
@@ -58,6 +60,7 @@ TEST(Cli, RunWritesWhatTheLibraryComputes) {
       opt.chunk_size = 16;
       opt.state_v_first = true;
       opt.scale = 0.3;
+      opt.head_mapping = HeadMapping::kTiled;
       testing::Result want;
       ASSERT_TRUE(testing::run_op(mode == "chunk" ? chunk_forward : recurrent_forward, inputs, opt, DType::kBF16,
                                   DType::kF32, &want)
@@ -66,7 +69,7 @@ TEST(Cli, RunWritesWhatTheLibraryComputes) {
       ASSERT_NE(got.find("final_state"), nullptr);
       EXPECT_EQ(got.find("o")->dtype, DType::kBF16);  // o in the dtype of q
       EXPECT_EQ(got.find("o")->bytes, want.o.bytes);
-      EXPECT_EQ(got.find("final_state")->shape, (std::vector<int64_t>{2, 2, 8, 16}));
+      EXPECT_EQ(got.find("final_state")->shape, (std::vector<int64_t>{2, 4, 8, 16}));
       EXPECT_EQ(got.find("final_state")->bytes, want.state.bytes);
       EXPECT_EQ(got.metadata.at("mode"), mode);
     }

@@ -13,7 +13,8 @@ namespace hanpu::cli {
 namespace {
 
 struct RunArgs {
-  std::string kind = "gdn", in_path, out_path, mode = "chunk", strategy = "hanpu", plan_path, precision = "auto";
+  std::string kind = "gdn", in_path, out_path, mode = "chunk", strategy = "hanpu", plan_path, precision = "auto",
+              head_mapping = "grouped";
   int threads = 0;
   double scale = 0, lower_bound = 0;
   int chunk_size = 64;
@@ -39,6 +40,7 @@ int run(const RunArgs& a, const CLI::App& app) {
   opt.state_v_first = a.v_first;
   opt.check_finite = a.check_finite;
   parse_precision(a.precision, &opt.precision);  // the option's check admits known names only
+  parse_head_mapping(a.head_mapping, &opt.head_mapping);  // likewise
 
   TensorFile in_file;
   Status st = read_safetensors(a.in_path, &in_file);
@@ -124,6 +126,10 @@ Runner add_run_command(CLI::App& app) {
                  "unit faster than its fp32 FMA, else exact), exact (fp32 operands) or bf16 (operands rounded to "
                  "bf16, fp32 accumulation)")
       ->check(CLI::IsMember({"auto", "exact", "bf16"}));
+  app.add_option("--head-mapping", a->head_mapping,
+                 "The q/k head of value head hv when HV = G H: grouped (hv / G, as FLA and transformers) or tiled "
+                 "(hv % H, as ggml's GGML_OP_GATED_DELTA_NET)")
+      ->check(CLI::IsMember({"grouped", "tiled"}));
   return [a, &app] { return run(*a, app); };
 }
 

@@ -33,6 +33,9 @@ typedef enum {
 typedef enum { HANPU_F64 = 0, HANPU_F32 = 1, HANPU_F16 = 2, HANPU_BF16 = 3, HANPU_I64 = 4 } hanpu_dtype;
 typedef enum { HANPU_GDN = 0, HANPU_KDA = 1 } hanpu_kind;
 typedef enum { HANPU_PRECISION_AUTO = 0, HANPU_PRECISION_EXACT = 1, HANPU_PRECISION_BF16 = 2 } hanpu_precision;
+/* The q/k head of value head hv when HV = G H: hv / G (FLA, transformers) or hv % H (ggml's GGML_OP_GATED_DELTA_NET,
+ * so that a ggml backend passes llama.cpp's tensors as they are). */
+typedef enum { HANPU_HEADS_GROUPED = 0, HANPU_HEADS_TILED = 1 } hanpu_head_mapping;
 typedef enum {
   HANPU_STRATEGY_HANPU = 0,
   HANPU_STRATEGY_FLA = 1,
@@ -77,9 +80,10 @@ typedef struct {
   double lower_bound;
   int32_t state_v_first, check_finite;
   int32_t precision; /* hanpu_precision */
+  int32_t head_mapping; /* hanpu_head_mapping */
 } hanpu_options;
 
-/* FLA's defaults: GDN, scale K^-1/2, chunk size 64, every flag off, precision auto. */
+/* FLA's defaults: GDN, scale K^-1/2, chunk size 64, every flag off, precision auto, grouped heads. */
 void hanpu_options_init(hanpu_options* opt);
 
 typedef struct {

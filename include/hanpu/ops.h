@@ -2,7 +2,8 @@
 //
 // Conventions follow FLA. Shapes (B batch, T tokens, H q/k heads, HV value heads, N sequences):
 //   q, k          [B, T, H, K]
-//   v             [B, T, HV, V]           HV % H == 0; value head hv reads q/k head hv / (HV / H)
+//   v             [B, T, HV, V]           HV % H == 0; value head hv reads q/k head hv / (HV / H), or hv % H
+//                                         with HeadMapping::kTiled
 //   g             [B, T, HV]    (GDN)     natural-log decay, or the raw gate input a with use_gate_in_kernel
 //                 [B, T, HV, K] (KDA)
 //   beta          [B, T, HV]              or the raw logit b with use_beta_sigmoid_in_kernel
@@ -42,6 +43,15 @@ bool parse_precision(const std::string& name, Precision* out);
 // The mode a call runs at: `p` itself, or for kAuto the one q's dtype and the active kernel set select.
 Precision resolve_precision(Precision p, DType q_dtype);
 
+// Which q/k head a value head reads when HV = G H (grouped value heads).
+//   kGrouped: hv / G — FLA's kernels and transformers (q, k repeat_interleave'd to HV heads);
+//   kTiled:   hv % H — ggml's GGML_OP_GATED_DELTA_NET (llama.cpp: q, k tiled to HV heads, as ggml_repeat does),
+//             so that an engine on ggml passes its tensors as they are.
+// The same for G = 1.
+enum class HeadMapping { kGrouped, kTiled };
+const char* head_mapping_name(HeadMapping m);  // "grouped" / "tiled"
+bool parse_head_mapping(const std::string& name, HeadMapping* out);
+
 struct Options {
   Kind kind = Kind::kGdn;
   std::optional<double> scale;  // default K^-1/2
@@ -52,6 +62,7 @@ struct Options {
   bool use_beta_sigmoid_in_kernel = false;  // beta <- sigmoid(beta)
   bool allow_neg_eigval = false;            // beta <- 2 sigmoid(beta); needs use_beta_sigmoid_in_kernel
   bool state_v_first = false;               // state layout [.., V, K] instead of [.., K, V]
+  HeadMapping head_mapping = HeadMapping::kGrouped;  // the q/k head of value head hv (above)
   // Reject NaN/Inf in any input with an error naming the tensor and the element. When off, non-finite
   // inputs propagate through IEEE arithmetic into the outputs of their own (sequence, value head) only.
   bool check_finite = false;

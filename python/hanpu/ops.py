@@ -3,6 +3,8 @@
 Shapes (FLA's time-major convention; B batch, T tokens, H q/k heads, HV value heads, N sequences):
     q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV] (GDN) or [B, T, HV, K] (KDA); beta [B, T, HV];
     initial_state / final_state [N, HV, K, V] ([N, HV, V, K] with state_v_first); cu_seqlens [N + 1].
+Value head hv reads q/k head hv // (HV // H) as FLA's kernels do, or hv % H with ``head_mapping="tiled"``
+(ggml's GGML_OP_GATED_DELTA_NET, whose llama.cpp tensors tile the q/k heads).
 The chunk functions return ``o`` in q's dtype, the fused_recurrent ones in v's dtype; ``final_state``
 is always float32 (FLA's rule). Everything is forward-only: hanpu has no backward pass.
 """
@@ -71,14 +73,22 @@ def _rank4(name: str, x: Any) -> Tuple[int, ...]:
 
 
 _PRECISIONS = ("auto", "exact", "bf16")
+_HEAD_MAPPINGS = ("grouped", "tiled")
+
+
+def _choice(name: str, value: Any, choices: Tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
 
 
 def _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-             state_v_first, lower_bound=None, chunk_size=64, check_finite=False, precision="auto") -> Dict[str, Any]:
-    if not isinstance(precision, str):
-        raise TypeError(f"precision must be a str, got {type(precision).__name__}")
-    if precision not in _PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}; got {precision!r}")
+             state_v_first, lower_bound=None, chunk_size=64, check_finite=False, precision="auto",
+             head_mapping="grouped") -> Dict[str, Any]:
+    _choice("precision", precision, _PRECISIONS)
+    _choice("head_mapping", head_mapping, _HEAD_MAPPINGS)
     for name, value in (("scale", scale), ("lower_bound", lower_bound)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise TypeError(f"{name} must be a float or None, got {type(value).__name__}")
@@ -88,7 +98,8 @@ def _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoi
                 lower_bound=None if lower_bound is None else float(lower_bound), chunk_size=chunk_size,
                 use_qk_l2norm_in_kernel=bool(use_qk_l2norm_in_kernel), use_gate_in_kernel=bool(use_gate_in_kernel),
                 use_beta_sigmoid_in_kernel=bool(use_beta_sigmoid_in_kernel), allow_neg_eigval=bool(allow_neg_eigval),
-                state_v_first=bool(state_v_first), check_finite=bool(check_finite), precision=precision)
+                state_v_first=bool(state_v_first), check_finite=bool(check_finite), precision=precision,
+                head_mapping=head_mapping)
 
 
 class _Call:
@@ -169,7 +180,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
                            use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
                            state_v_first: bool = False, cu_seqlens=None, *, strategy: str = "hanpu",
                            threads: Optional[int] = None, check_finite: bool = False, precision: str = "auto",
-                           **kwargs):
+                           head_mapping: str = "grouped", **kwargs):
     """Gated DeltaNet prefill, chunkwise (FLA's ``chunk_gated_delta_rule``).
 
     FLA's keyword arguments in ``kwargs``: ``chunk_size`` (16, 32 or 64), ``use_gate_in_kernel`` with
@@ -179,7 +190,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
     set_num_threads setting), ``check_finite`` (reject NaN/Inf inputs, naming the tensor), ``precision``
     ("auto": bf16 GEMM operands for bf16 q where the CPU's bf16 unit beats its fp32 FMA, as
     ``hanpu.cpu_features()["auto_bf16_mode"]`` says, else "exact" fp32 operands; or either explicitly —
-    README "Precision modes").
+    README "Precision modes"), ``head_mapping`` ("grouped": value head hv reads q/k head hv // (HV // H), as
+    FLA; "tiled": hv % H, as ggml).
 
     Returns ``(o, final_state)``: o [B, T, HV, V] in q's dtype; final_state float32 or None.
     """
@@ -189,7 +201,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, init
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, extra.get("use_gate_in_kernel", False), use_beta_sigmoid_in_kernel,
                     allow_neg_eigval, state_v_first, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite,
-                    precision=precision)
+                    precision=precision, head_mapping=head_mapping)
     return _chunk(fn, "gdn", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, extra,
                   strategy, threads)
 
@@ -200,7 +212,7 @@ def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=Non
               lower_bound: Optional[float] = None, disable_recompute: bool = False,
               return_intermediate_states: bool = False, state_v_first: bool = False, cu_seqlens=None, *,
               strategy: str = "hanpu", threads: Optional[int] = None, check_finite: bool = False,
-              precision: str = "auto", **kwargs):
+              precision: str = "auto", head_mapping: str = "grouped", **kwargs):
     """Kimi Delta Attention prefill, chunkwise (FLA's ``chunk_kda``).
 
     g is the per-channel log decay [B, T, HV, K], or the raw gate input with ``use_gate_in_kernel``
@@ -218,7 +230,7 @@ def chunk_kda(q, k, v, g, beta, scale: Optional[float] = None, initial_state=Non
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
                     state_v_first, lower_bound, chunk_size=extra.get("chunk_size", 64), check_finite=check_finite,
-                    precision=precision)
+                    precision=precision, head_mapping=head_mapping)
     return _chunk(fn, "kda", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, extra,
                   strategy, threads)
 
@@ -228,12 +240,14 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
                                      use_qk_l2norm_in_kernel: bool = False, use_gate_in_kernel: bool = False,
                                      A_log=None, dt_bias=None, use_beta_sigmoid_in_kernel: bool = False,
                                      allow_neg_eigval: bool = False, state_v_first: bool = False, cu_seqlens=None,
-                                     *, threads: Optional[int] = None, check_finite: bool = False, **kwargs):
+                                     *, threads: Optional[int] = None, check_finite: bool = False,
+                                     head_mapping: str = "grouped", **kwargs):
     """Gated DeltaNet token by token (FLA's ``fused_recurrent_gated_delta_rule``), meant for decode.
 
     ``g`` None means no decay (g = 0) and ``beta`` None means beta = 1, as in FLA; ``gk``/``gv``
     (FLA's other gating variants) are not supported. One token per sequence without cu_seqlens runs
-    the engine's multi-threaded decode kernel.
+    the engine's multi-threaded decode kernel. ``threads``, ``check_finite`` and ``head_mapping`` as for
+    chunk_gated_delta_rule.
 
     Returns ``(o, final_state)``: o [B, T, HV, V] in v's dtype; final_state float32 or None.
     """
@@ -244,7 +258,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     extra = _take_kwargs(fn, kwargs, ("transpose_state_layout",))
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-                    state_v_first, check_finite=check_finite)
+                    state_v_first, check_finite=check_finite, head_mapping=head_mapping)
     if g is None or beta is None:
         vv = tn.as_array("v", v)
         _rank4("v", vv)
@@ -261,8 +275,9 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale: Optio
                         use_gate_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
                         allow_neg_eigval: bool = False, lower_bound: Optional[float] = None,
                         state_v_first: bool = False, cu_seqlens=None, *, threads: Optional[int] = None,
-                        check_finite: bool = False, **kwargs):
-    """Kimi Delta Attention token by token (FLA's ``fused_recurrent_kda``), meant for decode.
+                        check_finite: bool = False, head_mapping: str = "grouped", **kwargs):
+    """Kimi Delta Attention token by token (FLA's ``fused_recurrent_kda``), meant for decode. ``threads``,
+    ``check_finite`` and ``head_mapping`` as for chunk_gated_delta_rule.
 
     Returns ``(o, final_state)``: o [B, T, HV, V] in v's dtype; final_state float32 or None.
     """
@@ -270,7 +285,7 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale: Optio
     extra = _take_kwargs(fn, kwargs, ("transpose_state_layout",))
     state_v_first = state_v_first or bool(extra.get("transpose_state_layout", False))
     opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-                    state_v_first, lower_bound, check_finite=check_finite)
+                    state_v_first, lower_bound, check_finite=check_finite, head_mapping=head_mapping)
     return _recurrent(fn, "kda", q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, opts, A_log,
                       dt_bias, threads)
 
@@ -279,7 +294,7 @@ def reference(kind: str, q, k, v, g, beta, scale: Optional[float] = None, initia
               output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
               use_gate_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
               allow_neg_eigval: bool = False, lower_bound: Optional[float] = None, state_v_first: bool = False,
-              cu_seqlens=None, A_log=None, dt_bias=None):
+              cu_seqlens=None, A_log=None, dt_bias=None, head_mapping: str = "grouped"):
     """The fp64 per-token recurrence (the numeric ground truth hanpu is tested against), for
     ``kind`` "gdn" or "kda" with the options of the functions above. Slow: for checking, not serving.
 
@@ -288,7 +303,7 @@ def reference(kind: str, q, k, v, g, beta, scale: Optional[float] = None, initia
     if kind not in ("gdn", "kda"):
         raise ValueError(f"kind must be 'gdn' or 'kda', got {kind!r}")
     opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-                    state_v_first, lower_bound)
+                    state_v_first, lower_bound, head_mapping=head_mapping)
     call = _Call("reference", q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, state_v_first)
     o = call.output("F64")
     final_state = tn.empty_like_kind(call.like, call.state_shape, "F64") if output_final_state else None

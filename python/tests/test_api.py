@@ -123,6 +123,20 @@ def test_state_v_first_is_the_transposed_state():
     assert torch.equal(o_alias, o)
 
 
+@pytest.mark.parametrize("kind,fns", [("gdn", GDN_FNS), ("kda", KDA_FNS)])
+def test_tiled_head_mapping_is_the_call_on_tiled_q_and_k(kind, fns):
+    # ggml's mapping: value head hv reads q/k head hv % H, i.e. q and k tiled to HV heads (torch's repeat).
+    inp = make_inputs(kind, T=70, H=2, HV=6)
+    tiled = dict(inp, q=inp["q"].repeat(1, 1, 3, 1), k=inp["k"].repeat(1, 1, 3, 1))
+    for fn in fns + (lambda *a, **kw: hanpu.reference(kind, *a, **kw),):
+        o, s = call(fn, inp, output_final_state=True, head_mapping="tiled")
+        o_t, s_t = call(fn, tiled, output_final_state=True)
+        assert torch.equal(o, o_t) and torch.equal(s, s_t)
+        assert not torch.equal(o, call(fn, inp)[0])  # grouped (the default) pairs other heads
+    with pytest.raises(ValueError, match="head_mapping must be one of grouped, tiled; got 'modulo'"):
+        call(fns[0], inp, head_mapping="modulo")
+
+
 def test_in_kernel_gates_and_l2norm_match_explicit_forms():
     inp = make_inputs("gdn", T=60, H=2, HV=2)
     gen = torch.Generator().manual_seed(3)

@@ -88,6 +88,10 @@ bool to_options(const hanpu_options* o, Options* out, std::string* err) {
     *err = "opt.precision " + std::to_string(o->precision) + " is not a hanpu_precision";
     return false;
   }
+  if (o->head_mapping != HANPU_HEADS_GROUPED && o->head_mapping != HANPU_HEADS_TILED) {
+    *err = "opt.head_mapping " + std::to_string(o->head_mapping) + " is not a hanpu_head_mapping";
+    return false;
+  }
   Options r;
   r.kind = o->kind == HANPU_KDA ? Kind::kKda : Kind::kGdn;
   if (o->has_scale) r.scale = o->scale;
@@ -101,6 +105,7 @@ bool to_options(const hanpu_options* o, Options* out, std::string* err) {
   r.check_finite = o->check_finite != 0;
   static const Precision precisions[] = {Precision::kAuto, Precision::kExact, Precision::kBf16};
   r.precision = precisions[o->precision];
+  r.head_mapping = o->head_mapping == HANPU_HEADS_TILED ? HeadMapping::kTiled : HeadMapping::kGrouped;
   *out = r;
   return true;
 }
@@ -182,6 +187,7 @@ void hanpu_options_init(hanpu_options* opt) {
   opt->kind = HANPU_GDN;
   opt->chunk_size = 64;
   opt->precision = HANPU_PRECISION_AUTO;
+  opt->head_mapping = HANPU_HEADS_GROUPED;
 }
 
 void hanpu_engine_config_init(hanpu_engine_config* cfg) {

@@ -19,14 +19,14 @@ struct Sequence {
 struct Problem {
   Kind kind = Kind::kGdn;
   int64_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0, N = 0;
-  int64_t group = 1;  // HV / H: value head hv reads q/k head hv / group
+  int64_t group = 1;  // HV / H: value head hv reads q/k head hv / group (grouped) or hv % H (tiled)
   double scale = 1.0;
   bool bf16_gemm = false;  // Options::precision resolved to kBf16: GEMM operands rounded to bf16
   std::vector<Sequence> seqs;
   Inputs in;
   Options opt;
 
-  int64_t qk_head(int64_t hv) const { return hv / group; }
+  int64_t qk_head(int64_t hv) const { return opt.head_mapping == HeadMapping::kTiled ? hv % H : hv / group; }
   // Number of gate values per (token, value head): 1 for GDN, K for KDA.
   int64_t gate_width() const { return kind == Kind::kKda ? K : 1; }
 };

@@ -29,6 +29,18 @@ bool parse_precision(const std::string& name, Precision* out) {
   return false;
 }
 
+const char* head_mapping_name(HeadMapping m) { return m == HeadMapping::kGrouped ? "grouped" : "tiled"; }
+
+bool parse_head_mapping(const std::string& name, HeadMapping* out) {
+  for (HeadMapping m : {HeadMapping::kGrouped, HeadMapping::kTiled}) {
+    if (name == head_mapping_name(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 Precision resolve_precision(Precision p, DType q_dtype) {
   if (p != Precision::kAuto) return p;
   return q_dtype == DType::kBF16 && active_kernels().bf16_gemms_beat_fp32() ? Precision::kBf16 : Precision::kExact;

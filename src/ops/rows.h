@@ -102,7 +102,7 @@ class RowLoader {
 
   // Everything the recurrence reads of token t for value head hv: q (scaled), k, v, gate; returns beta.
   R token(int64_t b, int64_t t, int64_t hv, R* q_out, R* k_out, R* v_out, R* g_out) const {
-    const int64_t h = hv / p_.group;
+    const int64_t h = p_.qk_head(hv);
     q(b, t, h, q_out);
     k(b, t, h, k_out);
     v(b, t, hv, v_out);

@@ -39,6 +39,9 @@ Options parse_options(const std::string& kind, const py::dict& o) {
   flag("allow_neg_eigval", &opt.allow_neg_eigval);
   flag("state_v_first", &opt.state_v_first);
   flag("check_finite", &opt.check_finite);
+  if (o.contains("head_mapping") && !parse_head_mapping(o["head_mapping"].cast<std::string>(), &opt.head_mapping)) {
+    throw py::value_error("head_mapping must be grouped or tiled, got " + o["head_mapping"].cast<std::string>());
+  }
   if (o.contains("precision") && !parse_precision(o["precision"].cast<std::string>(), &opt.precision)) {
     throw py::value_error("precision must be auto, exact or bf16, got " + o["precision"].cast<std::string>());
   }

@@ -55,6 +55,7 @@ std::string Instance::describe() const {
   if (const Tensor* cu = tensors.find("cu_seqlens")) os << " varlen[" << cu->shape[0] - 1 << "]";
   if (tensors.find("initial_state")) os << " init";
   if (opt.state_v_first) os << " v-first";
+  if (opt.head_mapping == HeadMapping::kTiled) os << " tiled";
   if (opt.use_qk_l2norm_in_kernel) os << " l2norm";
   if (opt.use_gate_in_kernel) os << " gate-in-kernel";
   if (opt.lower_bound) os << " lower-bound=" << *opt.lower_bound;
@@ -91,6 +92,11 @@ Instance make_instance(uint64_t seed, int index) {
   const bool init = sc == "state" || sc == "v-first" || all || r.chance(0.3);
   opt.state_v_first = sc == "v-first" || (init && r.chance(0.2));
   inst.extreme_gates = sc == "extreme-gates";
+  // ggml's tiled value heads (hv % H) in every other cycle of the scenarios' 72 (scenario, kind, dtype)
+  // combinations: gva in the odd cycles, all-options in the even ones. Drawn from the index, not the stream,
+  // so every other field of an instance is what it was before the mapping existed.
+  const bool odd_cycle = (index / (6 * ns)) % 2 == 1;
+  if ((sc == "gva" && odd_cycle) || (all && !odd_cycle)) opt.head_mapping = HeadMapping::kTiled;
 
   // Shapes. Work (T * HV * K * V) is bounded so a default run stays within a couple of minutes.
   const std::vector<int64_t> dims = {1, 2, 3, 8, 16, 17, 32, 48, 60, 64, 100, 128, 256};
