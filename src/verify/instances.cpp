@@ -93,8 +93,8 @@ Instance make_instance(uint64_t seed, int index) {
   opt.state_v_first = sc == "v-first" || (init && r.chance(0.2));
   inst.extreme_gates = sc == "extreme-gates";
   // ggml's tiled value heads (hv % H) in every other cycle of the scenarios' 72 (scenario, kind, dtype)
-  // combinations: gva in the odd cycles, all-options in the even ones. Drawn from the index, not the stream,
-  // so every other field of an instance is what it was before the mapping existed.
+  // combinations: gva in the odd cycles, all-options in the even ones. Chosen from the index, not the random
+  // stream, so that the mapping leaves every other field as the seed draws it.
   const bool odd_cycle = (index / (6 * ns)) % 2 == 1;
   if ((sc == "gva" && odd_cycle) || (all && !odd_cycle)) opt.head_mapping = HeadMapping::kTiled;
 
