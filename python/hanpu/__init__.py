@@ -12,6 +12,7 @@ from . import _hanpu
 from .ops import (
     chunk_gated_delta_rule,
     chunk_kda,
+    decode_slots,
     fused_recurrent_gated_delta_rule,
     fused_recurrent_kda,
     get_num_threads,
@@ -43,6 +44,7 @@ __all__ = [
     "chunk_gated_delta_rule",
     "chunk_kda",
     "cpu_features",
+    "decode_slots",
     "fused_recurrent_gated_delta_rule",
     "fused_recurrent_kda",
     "get_num_threads",

@@ -290,6 +290,50 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale: Optio
                       dt_bias, threads)
 
 
+def _pool_array(x: Any) -> Any:
+    """The state pool as the array the engine writes: never a copy, so the caller sees the updates."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError("state_pool is read-only; decode_slots updates it in place")
+    if isinstance(x, np.ndarray) and any(s % x.itemsize for s in x.strides):
+        raise ValueError("state_pool's strides must be whole elements; decode_slots updates it in place")
+    pool = tn.as_array("state_pool", x)
+    if tn.dtype_of(pool) != "F32":
+        raise TypeError(f"state_pool must be float32 (the states are kept in fp32), got {tn.dtype_of(pool)}")
+    return pool
+
+
+def decode_slots(kind: str, q, k, v, g, beta, state_pool, slot_indices, scale: Optional[float] = None,
+                 use_qk_l2norm_in_kernel: bool = False, use_gate_in_kernel: bool = False, A_log=None, dt_bias=None,
+                 use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+                 lower_bound: Optional[float] = None, state_v_first: bool = False, cu_seqlens=None, *,
+                 threads: Optional[int] = None, check_finite: bool = False, head_mapping: str = "grouped"):
+    """Continuous-batching decode over a pool of state slots, updated in place (what vLLM's fused_recurrent
+    does with ``ssm_state_indices`` and ``inplace_final_state``): sequence n (batch row n, or the n-th of
+    ``cu_seqlens``) starts from ``state_pool[slot_indices[n]]`` and leaves its final state there. A negative
+    slot index marks a padding sequence: its output rows are zero and no slot is touched. Active slots must
+    be distinct. Runs the engine's multi-threaded SIMD decode kernel (the C++ ``engine_decode_slots``).
+
+    ``kind`` "gdn" or "kda"; inputs and options as for fused_recurrent_gated_delta_rule / fused_recurrent_kda
+    (GDN's A_log and dt_bias [HV], KDA's dt_bias [HV * K]); ``state_pool`` [P, HV, K, V] float32 ([P, HV, V, K]
+    with state_v_first), a CPU torch tensor or a writable NumPy array; ``slot_indices`` [N] integers.
+
+    Returns ``o`` [B, T, HV, V] in v's dtype. Errors (a slot out of range or repeated, a pool of the wrong
+    shape or dtype) are raised before anything is written.
+    """
+    if kind not in ("gdn", "kda"):
+        raise ValueError(f"kind must be 'gdn' or 'kda', got {kind!r}")
+    opts = _options(scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+                    state_v_first, lower_bound, check_finite=check_finite, head_mapping=head_mapping)
+    call = _Call("decode_slots", q, k, v, g, beta, None, cu_seqlens, A_log, dt_bias, state_v_first)
+    pool = _pool_array(state_pool)
+    _check_grad("decode_slots", {"state_pool": pool})
+    slots = tn.as_array("slot_indices", slot_indices, index=True)
+    o = call.output(tn.dtype_of(call.arrays["v"]), zero=True)
+    _hanpu.recurrent(kind, call.descriptors(o=o, state_pool=pool, slot_indices=slots), opts,
+                     _resolve_threads(threads))
+    return o
+
+
 def reference(kind: str, q, k, v, g, beta, scale: Optional[float] = None, initial_state=None,
               output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
               use_gate_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,

@@ -153,6 +153,45 @@ def test_in_kernel_gates_and_l2norm_match_explicit_forms():
     assert nmse(o_kernel, o_explicit) < 1e-12
 
 
+@pytest.mark.parametrize("kind,recurrent", [("gdn", hanpu.fused_recurrent_gated_delta_rule),
+                                             ("kda", hanpu.fused_recurrent_kda)])
+@pytest.mark.parametrize("T", [1, 3])
+def test_decode_slots_updates_the_pool_in_place(kind, recurrent, T):
+    # three sequences over a pool of five slots, the middle one padding: the active slots end where the
+    # recurrence from the same states ends, the others keep their bits, padding rows are zero
+    inp = make_inputs(kind, B=3, T=T, H=2, HV=4, state=False)
+    pool = torch.randn(5, 4, 32, 16, generator=torch.Generator().manual_seed(3)) * 0.1
+    pool0 = pool.clone()
+    slots = torch.tensor([3, -1, 0])
+    o = hanpu.decode_slots(kind, inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], pool, slots)
+    want_o, want_s = call(recurrent, dict(inp, initial_state=pool0[[3, 1, 0]]), output_final_state=True)
+    assert torch.equal(o[1], torch.zeros_like(o[1]))
+    assert nmse(o[[0, 2]], want_o[[0, 2]]) < 1e-12
+    assert nmse(pool[[3, 0]], want_s[[0, 2]]) < 1e-12
+    assert torch.equal(pool[[1, 2, 4]], pool0[[1, 2, 4]])
+    # a NumPy pool is updated in place too
+    pool_np = pool0.numpy().copy()
+    o_np = hanpu.decode_slots(kind, *(inp[n].numpy() for n in ("q", "k", "v", "g", "beta")), pool_np, [3, -1, 0])
+    assert np.array_equal(o_np, o.numpy()) and np.array_equal(pool_np, pool.numpy())
+
+
+def test_decode_slots_refuses_what_it_cannot_update_in_place():
+    inp = make_inputs("gdn", B=2, T=1, state=False)
+    args = [inp[n] for n in ("q", "k", "v", "g", "beta")]
+    pool = torch.zeros(3, 2, 32, 16)
+    with pytest.raises(ValueError, match="distinct"):
+        hanpu.decode_slots("gdn", *args, pool, [1, 1])
+    with pytest.raises(ValueError, match="out of range"):
+        hanpu.decode_slots("gdn", *args, pool, [0, 3])
+    assert torch.equal(pool, torch.zeros_like(pool))  # nothing written
+    with pytest.raises(TypeError, match="state_pool must be float32"):
+        hanpu.decode_slots("gdn", *args, pool.to(torch.bfloat16), [0, 1])
+    ro = np.zeros((3, 2, 32, 16), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="state_pool is read-only"):
+        hanpu.decode_slots("gdn", *args, ro, [0, 1])
+
+
 def test_thread_count_does_not_change_bits():
     inp = make_inputs("gdn", B=1, T=300, H=5, K=32, V=32)
     runs = [call(hanpu.chunk_gated_delta_rule, inp, output_final_state=True, threads=t) for t in (1, 2, 3)]
