@@ -58,25 +58,27 @@ void beta_residual(int64_t rows, int64_t cols, const float* beta, const float* v
   for (int64_t i = 0; i < rows * cols; ++i) out[i] = beta[i / cols] * (v[i] - ks[i]);
 }
 
-// S <- diag(decay) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q. S(r, c) addresses the k-first
-// element (row r of K, column c of V).
+// S <- diag(decay) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q, read as (D S)^T q + (k . q) u from
+// the state before the write with k . q summed in double, as the SIMD kernels do (ops/recurrence.h says why).
+// S(r, c) addresses the k-first element (row r of K, column c of V).
 template <bool VFirst>
 void decode(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
             const float* v, float beta, float* o) {
   auto at = [&](int64_t r, int64_t c) -> float& { return VFirst ? S[c * lds + r] : S[r * lds + c]; };
+  double kq = 0;
+  for (int64_t r = 0; r < K; ++r) kq += static_cast<double>(k[r]) * q[r];
   for (int64_t r = 0; r < K; ++r) {
     for (int64_t c = 0; c < V; ++c) at(r, c) *= decay[r];
   }
   for (int64_t c = 0; c < V; ++c) {
-    float sk = 0;
-    for (int64_t r = 0; r < K; ++r) sk += at(r, c) * k[r];
-    const float u = beta * (v[c] - sk);
-    float oc = 0;
+    float sk = 0, sq = 0;
     for (int64_t r = 0; r < K; ++r) {
-      at(r, c) += k[r] * u;
-      oc += at(r, c) * q[r];
+      sk += at(r, c) * k[r];
+      sq += at(r, c) * q[r];
     }
-    o[c] = oc;
+    const float u = beta * (v[c] - sk);
+    for (int64_t r = 0; r < K; ++r) at(r, c) += k[r] * u;
+    o[c] = sq + static_cast<float>(kq) * u;
   }
 }
 

@@ -428,7 +428,7 @@ HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* d
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   Vec ak[NV], aq[NV];
   for (int i = 0; i < NV; ++i) ak[i] = aq[i] = hn::Zero(d);
-  float kq = 0.0f;
+  double kq = 0;  // k . q in double: from a zero state o = u (k . q), which cancels for q nearly orthogonal to k
   for (int64_t r = 0; r < K; ++r) {
     const float* s = S + r * lds;
     const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]), qr = hn::Set(d, q[r]);
@@ -437,12 +437,12 @@ HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* d
       ak[i] = hn::MulAdd(x, kr, ak[i]);
       aq[i] = hn::MulAdd(x, qr, aq[i]);
     }
-    kq += k[r] * q[r];
+    kq += static_cast<double>(k[r]) * q[r];
   }
   Vec u[NV];
   for (int i = 0; i < NV; ++i) {
     u[i] = hn::Mul(hn::Set(d, beta), hn::Sub(hn::LoadU(d, v + i * nl), ak[i]));
-    hn::StoreU(hn::MulAdd(u[i], hn::Set(d, kq), aq[i]), d, o + i * nl);
+    hn::StoreU(hn::MulAdd(u[i], hn::Set(d, static_cast<float>(kq)), aq[i]), d, o + i * nl);
   }
   for (int64_t r = K - 1; r >= 0; --r) {  // S <- D S + k u^T
     float* s = S + r * lds;
@@ -465,39 +465,38 @@ void DecodeKFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* deca
   for (; j < V; ++j) DecodeTile<1>(d1, K, S + j, lds, decay, q, k, v + j, beta, o + j);
 }
 
-// The same token on a v-first state S [V, K]: one pass, row j of S is column j of the k-first state.
+// The same token on a v-first state S [V, K]: row j of S is column j of the k-first state. Per row, as in
+// DecodeTile, one read pass for a = (D s) . k and b = (D s) . q, then the write pass s <- D s + u_j k, and
+// o_j = b + u_j (k . q) from the state before the write.
 void DecodeVFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* decay, const float* q, const float* k,
                   const float* v, float beta, float* o) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  double kq_sum = 0;  // k . q in double, as in DecodeTile
+  for (int64_t r = 0; r < K; ++r) kq_sum += static_cast<double>(k[r]) * q[r];
+  const float kq = static_cast<float>(kq_sum);
   for (int64_t j = 0; j < V; ++j) {
     float* s = S + j * lds;
-    auto acc = hn::Zero(d);
+    auto ak = hn::Zero(d), aq = hn::Zero(d);
     int64_t r = 0;
     for (; r + nl <= K; r += nl) {
       const auto x = hn::Mul(hn::LoadU(d, s + r), hn::LoadU(d, decay + r));
-      hn::StoreU(x, d, s + r);
-      acc = hn::MulAdd(x, hn::LoadU(d, k + r), acc);
+      ak = hn::MulAdd(x, hn::LoadU(d, k + r), ak);
+      aq = hn::MulAdd(x, hn::LoadU(d, q + r), aq);
     }
-    float kv = hn::GetLane(hn::SumOfLanes(d, acc));
+    float kv = hn::GetLane(hn::SumOfLanes(d, ak)), qv = hn::GetLane(hn::SumOfLanes(d, aq));
     for (; r < K; ++r) {
-      s[r] *= decay[r];
-      kv += s[r] * k[r];
+      const float x = s[r] * decay[r];
+      kv += x * k[r];
+      qv += x * q[r];
     }
     const float uj = beta * (v[j] - kv);
-    acc = hn::Zero(d);
-    r = 0;
-    for (; r + nl <= K; r += nl) {
-      const auto x = hn::MulAdd(hn::Set(d, uj), hn::LoadU(d, k + r), hn::LoadU(d, s + r));
-      hn::StoreU(x, d, s + r);
-      acc = hn::MulAdd(x, hn::LoadU(d, q + r), acc);
+    for (r = 0; r + nl <= K; r += nl) {
+      const auto x = hn::Mul(hn::LoadU(d, s + r), hn::LoadU(d, decay + r));
+      hn::StoreU(hn::MulAdd(hn::Set(d, uj), hn::LoadU(d, k + r), x), d, s + r);
     }
-    float oj = hn::GetLane(hn::SumOfLanes(d, acc));
-    for (; r < K; ++r) {
-      s[r] += uj * k[r];
-      oj += s[r] * q[r];
-    }
-    o[j] = oj;
+    for (; r < K; ++r) s[r] = s[r] * decay[r] + uj * k[r];
+    o[j] = qv + kq * uj;
   }
 }
 
