@@ -415,20 +415,27 @@ void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v,
   }
 }
 
+// k . q of a decode token, summed in double and rounded once: from a zero state o = u (k . q), which cancels for
+// q nearly orthogonal to k (ops/recurrence.h). Once a token, for every column.
+float KDotQ(int64_t K, const float* k, const float* q) {
+  double kq = 0;
+  for (int64_t r = 0; r < K; ++r) kq += static_cast<double>(k[r]) * q[r];
+  return static_cast<float>(kq);
+}
+
 // Columns [j, j + NV lanes) of one decode token on a k-first state. One read pass accumulates, in
 // registers, a = (D S)^T k and b = (D S)^T q (D = diag(decay)); then u = beta (v - a) and, since
-// S' = D S + k u^T, o = S'^T q = b + u (k . q) without reading S' back; a second pass writes S'. That is
+// S' = D S + k u^T, o = S'^T q = b + u kq (kq = k . q) without reading S' back; a second pass writes S'. That is
 // two reads and one write of the tile. The write pass walks the rows backwards: with a power-of-two row
 // stride the tile's rows crowd a few L1 sets (512 B rows: 16 rows per set for K = 128, more than the 12
 // ways), so LRU keeps the rows read last, and walking back from them hits those first.
 template <int NV, class D>
 HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* decay, const float* q, const float* k,
-                           const float* v, float beta, float* o) {
+                           const float* v, float beta, float kq, float* o) {
   using Vec = hn::Vec<D>;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
   Vec ak[NV], aq[NV];
   for (int i = 0; i < NV; ++i) ak[i] = aq[i] = hn::Zero(d);
-  double kq = 0;  // k . q in double: from a zero state o = u (k . q), which cancels for q nearly orthogonal to k
   for (int64_t r = 0; r < K; ++r) {
     const float* s = S + r * lds;
     const Vec dr = hn::Set(d, decay[r]), kr = hn::Set(d, k[r]), qr = hn::Set(d, q[r]);
@@ -437,12 +444,11 @@ HWY_INLINE void DecodeTile(D d, int64_t K, float* S, int64_t lds, const float* d
       ak[i] = hn::MulAdd(x, kr, ak[i]);
       aq[i] = hn::MulAdd(x, qr, aq[i]);
     }
-    kq += static_cast<double>(k[r]) * q[r];
   }
   Vec u[NV];
   for (int i = 0; i < NV; ++i) {
     u[i] = hn::Mul(hn::Set(d, beta), hn::Sub(hn::LoadU(d, v + i * nl), ak[i]));
-    hn::StoreU(hn::MulAdd(u[i], hn::Set(d, static_cast<float>(kq)), aq[i]), d, o + i * nl);
+    hn::StoreU(hn::MulAdd(u[i], hn::Set(d, kq), aq[i]), d, o + i * nl);
   }
   for (int64_t r = K - 1; r >= 0; --r) {  // S <- D S + k u^T
     float* s = S + r * lds;
@@ -459,10 +465,11 @@ void DecodeKFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* deca
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
+  const float kqf = KDotQ(K, k, q);
   int64_t j = 0;
-  for (; j + 4 * nl <= V; j += 4 * nl) DecodeTile<4>(d, K, S + j, lds, decay, q, k, v + j, beta, o + j);
-  for (; j + nl <= V; j += nl) DecodeTile<1>(d, K, S + j, lds, decay, q, k, v + j, beta, o + j);
-  for (; j < V; ++j) DecodeTile<1>(d1, K, S + j, lds, decay, q, k, v + j, beta, o + j);
+  for (; j + 4 * nl <= V; j += 4 * nl) DecodeTile<4>(d, K, S + j, lds, decay, q, k, v + j, beta, kqf, o + j);
+  for (; j + nl <= V; j += nl) DecodeTile<1>(d, K, S + j, lds, decay, q, k, v + j, beta, kqf, o + j);
+  for (; j < V; ++j) DecodeTile<1>(d1, K, S + j, lds, decay, q, k, v + j, beta, kqf, o + j);
 }
 
 // The same token on a v-first state S [V, K]: row j of S is column j of the k-first state. Per row, as in
@@ -472,9 +479,7 @@ void DecodeVFirst(int64_t K, int64_t V, float* S, int64_t lds, const float* deca
                   const float* v, float beta, float* o) {
   const hn::ScalableTag<float> d;
   const int64_t nl = static_cast<int64_t>(hn::Lanes(d));
-  double kq_sum = 0;  // k . q in double, as in DecodeTile
-  for (int64_t r = 0; r < K; ++r) kq_sum += static_cast<double>(k[r]) * q[r];
-  const float kq = static_cast<float>(kq_sum);
+  const float kq = KDotQ(K, k, q);
   for (int64_t j = 0; j < V; ++j) {
     float* s = S + j * lds;
     auto ak = hn::Zero(d), aq = hn::Zero(d);
