@@ -416,16 +416,20 @@ void BetaResidual(int64_t rows, int64_t cols, const float* beta, const float* v,
 }
 
 // k . q of a decode token, summed in double and rounded once: from a zero state o = u (k . q), which cancels for
-// q nearly orthogonal to k (ops/recurrence.h). Once a token, for every column; four partial sums, so that the
-// adds' latency chain is a quarter of K long.
+// q nearly orthogonal to k (ops/recurrence.h). Once a token, for every column, in double lanes (a product of two
+// floats is exact in double).
 float KDotQ(int64_t K, const float* k, const float* q) {
-  double part[4] = {0, 0, 0, 0};
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t nl = static_cast<int64_t>(hn::Lanes(dd));
+  auto acc = hn::Zero(dd);
   int64_t r = 0;
-  for (; r + 4 <= K; r += 4) {
-    for (int i = 0; i < 4; ++i) part[i] += static_cast<double>(k[r + i]) * q[r + i];
+  for (; r + nl <= K; r += nl) {
+    acc = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, k + r)), hn::PromoteTo(dd, hn::LoadU(df, q + r)), acc);
   }
-  for (; r < K; ++r) part[0] += static_cast<double>(k[r]) * q[r];
-  return static_cast<float>((part[0] + part[1]) + (part[2] + part[3]));
+  double kq = hn::GetLane(hn::SumOfLanes(dd, acc));
+  for (; r < K; ++r) kq += static_cast<double>(k[r]) * q[r];
+  return static_cast<float>(kq);
 }
 
 // Columns [j, j + NV lanes) of one decode token on a k-first state. One read pass accumulates, in
