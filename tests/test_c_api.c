@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_test_util.h"
 #include "hanpu/hanpu_c.h"
 
 static int failures = 0;
@@ -17,21 +18,6 @@ static int failures = 0;
       ++failures;                                                        \
     }                                                                    \
   } while (0)
-
-/* Deterministic values in [-1, 1). */
-static float next_value(unsigned* s) {
-  *s = *s * 1664525u + 1013904223u;
-  return (float)((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
-}
-
-static double nmse(const float* y, const double* ref, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num += (y[i] - ref[i]) * (y[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return num / den;
-}
 
 enum { B = 1, T = 70, H = 2, HV = 4, K = 16, V = 8 };
 

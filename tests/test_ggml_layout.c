@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_test_util.h"
 #include "hanpu/hanpu_c.h"
 
 enum { S = 16, H = 2, HV = 4, T = 37, NS = 2, CONV = 2 * H * S + HV * S };
@@ -34,11 +35,6 @@ static hanpu_tensor view_of(const ggml_like* t, int rank) {
     v.strides[i] = (int64_t)(t->nb[3 - i] / sizeof(float));
   }
   return v;
-}
-
-static float next_value(unsigned* s) {
-  *s = *s * 1664525u + 1013904223u;
-  return (float)((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
 /* q, k, v of token t of sequence n, head h: views into the fused conv output [NS][T][CONV]. */
@@ -126,14 +122,10 @@ static int run(int kda) {
     fprintf(stderr, "%s: hanpu_chunk_forward failed: %s\n", kda ? "kda" : "gdn", hanpu_last_error());
     return 1;
   }
-  double num = 0, den = 0;
-  for (int i = 0; i < NS * T * HV * S + NS * HV * S * S; ++i) {
-    num += (dst[i] - want[i]) * (dst[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  printf("%s: ggml's tensors through the recipe, NMSE against ggml's recurrence %.2e\n", kda ? "kda" : "gdn", num / den);
-  if (!(num / den < 1e-10)) {
-    fprintf(stderr, "%s: NMSE %.3e over the bar 1e-10\n", kda ? "kda" : "gdn", num / den);
+  const double e = nmse(dst, want, NS * T * HV * S + NS * HV * S * S);
+  printf("%s: ggml's tensors through the recipe, NMSE against ggml's recurrence %.2e\n", kda ? "kda" : "gdn", e);
+  if (!(e < 1e-10)) {
+    fprintf(stderr, "%s: NMSE %.3e over the bar 1e-10\n", kda ? "kda" : "gdn", e);
     return 1;
   }
   return 0;
